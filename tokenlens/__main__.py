@@ -1,0 +1,3 @@
+from tokenlens.cli import main
+
+raise SystemExit(main())

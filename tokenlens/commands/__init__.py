@@ -1,0 +1,1 @@
+"""One module per `tokenlens` subcommand; each exposes `register(subparsers)`."""

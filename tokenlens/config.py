@@ -1,0 +1,70 @@
+"""The calibration's settings as one typed object.
+
+The CLI, the Prefect flow's parameters and the ledger's keys all read this one model, so a
+setting means the same thing everywhere and a run can be rebuilt from its recorded config.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tokenlens.tasks import DEFAULT_TASKS_PATH
+
+#: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
+DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
+DEFAULT_RATES: tuple[float, ...] = (0.8, 0.6, 0.4)
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
+DEFAULT_LLMLINGUA_MODEL = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
+REPORTS_DIR = Path("reports")
+
+Backend = Literal["auto", "anthropic", "local"]
+JudgeKind = Literal["metric", "llm", "both"]
+DecisionMode = Literal["interval", "mean"]
+
+
+class CalibrationConfig(BaseModel):
+    """Everything that decides what a calibration run does."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tasks: Path = DEFAULT_TASKS_PATH
+    classes: tuple[str, ...] | None = None
+    max_tasks_per_class: int | None = Field(default=None, ge=1)
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    rates: tuple[float, ...] = DEFAULT_RATES
+    repeats: int = Field(default=3, ge=1, le=50)
+    backend: Backend = "auto"
+    model: str | None = None  # None: the backend's default (Haiku, or the bundled GGUF)
+    max_tokens: int = Field(default=512, ge=16)
+    temperature: float = Field(default=1.0, ge=0.0, le=1.0)
+    judge: JudgeKind = "metric"
+    judge_model: str | None = None
+    judge_both_orders: bool = False
+    judge_twice: bool = False  # re-judge control pairs to split the noise floor
+    tolerance: float = Field(default=0.95, gt=0.0, le=1.0)
+    mode: DecisionMode = "interval"
+    concurrency: int = Field(default=4, ge=1, le=64)
+    max_spend: float | None = Field(default=None, gt=0)
+    batch: bool = False
+    store: Path = REPORTS_DIR / "store"
+    reports: Path = REPORTS_DIR
+    llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL
+    seed: int = 0
+
+    @field_validator("rates")
+    @classmethod
+    def _rates_in_range(cls, rates: tuple[float, ...]) -> tuple[float, ...]:
+        for rate in rates:
+            if not 0.0 < rate < 1.0:
+                raise ValueError(f"rate {rate} is not a keep fraction in (0, 1)")
+        return tuple(sorted(set(rates), reverse=True))
+
+    def resolved_backend(self) -> Literal["anthropic", "local"]:
+        """`auto` means Anthropic when a key is configured, else the embedded local model."""
+        if self.backend != "auto":
+            return self.backend
+        return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "local"

@@ -1,0 +1,49 @@
+"""One error tree for the whole package.
+
+Foreign exceptions (pydantic, anthropic, llama_cpp, OSError) are translated into these at
+one boundary each, with ``raise ... from exc``, so callers catch ``TokenLensError`` and
+the CLI turns it into a clear message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+
+class TokenLensError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    exit_code = 2
+
+
+class TaskFileError(TokenLensError):
+    """A calibration task file is missing or malformed (message names file, line, field)."""
+
+
+class CompressionError(TokenLensError):
+    """A compression arm failed on a request."""
+
+
+class ArmUnavailable(CompressionError):
+    """An arm cannot run here (e.g. LLMLingua-2 weights cannot be loaded); carries the reason."""
+
+
+class ModelCallError(TokenLensError):
+    """A model call failed. ``retryable`` says whether trying again could help."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+class JudgeError(TokenLensError):
+    """The judge returned something that is not a valid grade (never turned into a 0)."""
+
+
+class PolicyError(TokenLensError):
+    """A policy file is missing, corrupt or of an unknown schema version."""
+
+
+class SpendLimitReached(TokenLensError):
+    """The run's max spend was reached; finished calls are kept in the ledger."""
+
+    exit_code = 3

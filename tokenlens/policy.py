@@ -1,0 +1,143 @@
+"""The published policy: which arm each task class may use, and why.
+
+This module owns the policy file's schema. It is read by the proxy on its hot-reload
+path, so it imports nothing heavy (no pandas, no prefect). The decision logic that
+produces a policy lives in `tokenlens.decide`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tokenlens.compress.arms import Arm
+from tokenlens.errors import PolicyError
+
+SCHEMA_VERSION = 1
+DEFAULT_POLICY_DIR = Path("reports") / "policy"
+
+#: ✓ measured, ? provisional, — none.
+Verdict = Literal["measured", "provisional", "none"]
+VERDICT_MARK: dict[str, str] = {"measured": "✓", "provisional": "?", "none": "—"}
+
+
+class Interval(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float
+    high: float
+
+
+class PolicyEntry(BaseModel):
+    """The decision for one task class (or `default`), with the numbers behind it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_class: str
+    verdict: Verdict
+    #: The chosen arm's method and rate; method "none" when nothing may be applied.
+    method: str = "none"
+    rate: float | None = None
+    reduction_pct: float | None = None
+    retention_mean: float | None = None
+    retention_interval: Interval | None = None
+    worst_case: float | None = None
+    noise_floor: float | None = None
+    noise_floor_interval: Interval | None = None
+    bar: float | None = None
+    n_tasks: int = 0
+    n_pairs: int = 0
+    reason: str
+    ignored_arms: tuple[str, ...] = ()
+
+    @property
+    def arm(self) -> Arm | None:
+        """The arm to apply, or None for a `none` verdict."""
+        if self.method == "none":
+            return None
+        return Arm(self.method, self.rate)
+
+    @property
+    def mark(self) -> str:
+        return VERDICT_MARK[self.verdict]
+
+
+class Policy(BaseModel):
+    """A versioned, self-describing policy file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    created: datetime
+    calibration_id: str = Field(min_length=8)
+    model: str
+    judge: str
+    tolerance: float
+    mode: Literal["interval", "mean"]
+    classes: dict[str, PolicyEntry]
+    default: PolicyEntry
+
+    def entry_for(self, task_class: str | None) -> PolicyEntry:
+        """The entry for a class, falling back to `default` for unknown or missing classes."""
+        if task_class is not None and task_class in self.classes:
+            return self.classes[task_class]
+        return self.default
+
+
+def parse_policy(text: str, source: str = "<policy>") -> Policy:
+    """Validate policy JSON text. Raises PolicyError naming the source and the problem."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if isinstance(raw, dict) and raw.get("schema_version") not in (None, SCHEMA_VERSION):
+        raise PolicyError(
+            f"{source}: schema_version {raw.get('schema_version')!r} is not supported "
+            f"(this tokenlens reads version {SCHEMA_VERSION})"
+        )
+    try:
+        return Policy.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise PolicyError(f"{source}: invalid policy at '{where}': {first['msg']}") from exc
+
+
+def load_policy(path: str | Path) -> Policy:
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{file}: cannot read policy ({exc.strerror or exc})") from exc
+    return parse_policy(text, str(file))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file + fsync + rename, so readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_policy(policy: Policy, directory: str | Path = DEFAULT_POLICY_DIR) -> Path:
+    """Publish to `<dir>/<calibration-id>.json` and `<dir>/latest.json`, each atomically."""
+    folder = Path(directory)
+    text = policy.model_dump_json(indent=2) + "\n"
+    target = folder / f"{policy.calibration_id}.json"
+    atomic_write_text(target, text)
+    atomic_write_text(folder / "latest.json", text)
+    return target

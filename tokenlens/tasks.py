@@ -1,0 +1,162 @@
+"""The calibration set: one typed task per JSONL line.
+
+The loader is strict on purpose. A calibration on a half-loaded or silently repaired file
+would certify a policy for data nobody looked at, so every problem is reported with the
+file, the line number and the field, and a bad file never half-loads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tokenlens.errors import TaskFileError
+
+#: The classes of the bundled starter set. Users may bring any class name of their own.
+KNOWN_CLASSES: tuple[str, ...] = (
+    "extraction",
+    "code-context",
+    "numeric-reasoning",
+    "instruction-following",
+    "long-doc-qa",
+    "summarization",
+    "chat-history",
+)
+
+#: The bundled starter set (not a benchmark: see README).
+DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter.jsonl"
+
+
+class Turn(BaseModel):
+    """One earlier turn of a conversation, for chat-history tasks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1)
+
+
+class CalibrationTask(BaseModel):
+    """One calibration task. The first five fields are the seed's shape, unchanged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    task_class: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    question: str = Field(min_length=1)
+    context: str = Field(min_length=1)
+    reference: str = Field(min_length=1)
+    system: str | None = None
+    history: tuple[Turn, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @field_validator("question", "context", "reference")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty or only whitespace")
+        return value
+
+    def to_request(self, *, model: str, max_tokens: int = 512) -> dict[str, Any]:
+        """The Messages API body a real application would send for this task.
+
+        The last user turn holds the context and the question as two text blocks, so the
+        compressor can tell the question (never compressed) from the context around it.
+        """
+        messages: list[dict[str, Any]] = [
+            {"role": turn.role, "content": turn.content} for turn in self.history
+        ]
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": self.context},
+                    {"type": "text", "text": self.question},
+                ],
+            }
+        )
+        body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+        if self.system:
+            body["system"] = self.system
+        return body
+
+
+def _format_validation_error(path: Path, lineno: int, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "(line)"
+        if err["type"] == "missing":
+            msg = "is required but missing"
+        elif err["type"] == "extra_forbidden":
+            msg = "is not a known field (allowed: " + ", ".join(CalibrationTask.model_fields) + ")"
+        else:
+            msg = err["msg"]
+        problems.append(f"{path}:{lineno}: field '{field}' {msg}")
+    return "\n".join(problems)
+
+
+def parse_tasks(lines: Iterable[str], path: Path) -> list[CalibrationTask]:
+    """Parse JSONL text into tasks, collecting every error before raising."""
+    tasks: list[CalibrationTask] = []
+    errors: list[str] = []
+    first_seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(raw, dict):
+            errors.append(f"{path}:{lineno}: expected a JSON object, got {type(raw).__name__}")
+            continue
+        try:
+            task = CalibrationTask.model_validate(raw)
+        except ValidationError as exc:
+            errors.append(_format_validation_error(path, lineno, exc))
+            continue
+        if task.id in first_seen:
+            errors.append(
+                f"{path}:{lineno}: field 'id' duplicates id {task.id!r} "
+                f"first seen on line {first_seen[task.id]}"
+            )
+            continue
+        first_seen[task.id] = lineno
+        tasks.append(task)
+    if errors:
+        raise TaskFileError("\n".join(errors))
+    if not tasks:
+        raise TaskFileError(f"{path}: no tasks in file")
+    return tasks
+
+
+def load_tasks(
+    path: str | Path | None = None, *, classes: Iterable[str] | None = None
+) -> list[CalibrationTask]:
+    """Load a JSONL task file (default: the bundled starter set), optionally one class subset.
+
+    Raises:
+        TaskFileError: the file is missing or any line is bad; nothing is returned then.
+    """
+    file = Path(path) if path is not None else DEFAULT_TASKS_PATH
+    if not file.is_file():
+        raise TaskFileError(f"{file}: task file does not exist")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFileError(f"{file}: cannot read task file ({exc})") from exc
+    tasks = parse_tasks(text.splitlines(), file)
+    if classes is None:
+        return tasks
+    wanted = list(dict.fromkeys(classes))
+    present = {task.task_class for task in tasks}
+    missing = [name for name in wanted if name not in present]
+    if missing:
+        have = ", ".join(sorted(present))
+        raise TaskFileError(f"{file}: no tasks of class {', '.join(missing)} (file has: {have})")
+    return [task for task in tasks if task.task_class in wanted]
