@@ -1,0 +1,23 @@
+# Two commands on a fresh machine (see README):
+#   make run   — set up .venv and run the calibration flow offline on the embedded model
+#   make test  — set up .venv and run lint, types and the test suite
+.PHONY: setup run test lint
+
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+LINT_PATHS := tokenlens flows tests bench
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(BIN)/tokenlens calibrate --dry-run $(ARGS)
+
+lint: setup
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest $(ARGS)

@@ -1,0 +1,134 @@
+"""The task loader: the seed's shape loads unchanged; every bad input names line and field."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tokenlens.cli import main
+from tokenlens.errors import TaskFileError
+from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
+
+SEED_LINE = {
+    "id": "num-budget-01",
+    "task_class": "numeric-reasoning",
+    "question": "What is the remaining budget?",
+    "context": "The team had $12,000 and spent $4,250 on hosting.",
+    "reference": "$7,750",
+}
+
+
+def write_lines(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def good(**changes: object) -> str:
+    return json.dumps({**SEED_LINE, **changes})
+
+
+def test_seed_shape_loads_unchanged(tmp_path: Path) -> None:
+    path = write_lines(tmp_path, [good(), good(id="num-budget-02")])
+    tasks = load_tasks(path)
+    assert [t.id for t in tasks] == ["num-budget-01", "num-budget-02"]
+    assert tasks[0].model_dump(include=set(SEED_LINE)) == SEED_LINE
+    assert tasks[0].history == () and tasks[0].system is None
+
+
+def test_optional_fields_for_real_prompts(tmp_path: Path) -> None:
+    line = good(
+        system="You are a careful accountant.",
+        history=[{"role": "user", "content": "Use USD."}, {"role": "assistant", "content": "OK."}],
+        tags=["money"],
+    )
+    (task,) = load_tasks(write_lines(tmp_path, [line]))
+    body = task.to_request(model="m", max_tokens=64)
+    assert body["system"] == "You are a careful accountant."
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    last = body["messages"][-1]["content"]
+    assert [block["text"] for block in last] == [task.context, task.question]
+
+
+def rejection(tmp_path: Path, lines: list[str]) -> str:
+    with pytest.raises(TaskFileError) as info:
+        load_tasks(write_lines(tmp_path, lines))
+    return str(info.value)
+
+
+def test_malformed_json_names_line(tmp_path: Path) -> None:
+    message = rejection(tmp_path, [good(), '{"id": "x", "task_class": '])
+    assert "tasks.jsonl:2:" in message and "malformed JSON" in message
+
+
+def test_missing_field_names_line_and_field(tmp_path: Path) -> None:
+    line = json.dumps({k: v for k, v in SEED_LINE.items() if k != "reference"})
+    message = rejection(tmp_path, [line])
+    assert "tasks.jsonl:1:" in message and "'reference'" in message and "missing" in message
+
+
+@pytest.mark.parametrize("field", ["question", "context", "reference", "id", "task_class"])
+def test_empty_field_names_line_and_field(tmp_path: Path, field: str) -> None:
+    second = {"id": "a-2", field: "   "}
+    message = rejection(tmp_path, [good(id="a-1"), good(**second)])
+    assert "tasks.jsonl:2:" in message and f"'{field}'" in message
+
+
+def test_duplicate_id_names_both_lines(tmp_path: Path) -> None:
+    message = rejection(tmp_path, [good(), good(id="other"), good()])
+    assert "tasks.jsonl:3:" in message and "'id'" in message and "line 1" in message
+
+
+def test_unknown_field_is_rejected(tmp_path: Path) -> None:
+    message = rejection(tmp_path, [good(answer="42")])
+    assert "tasks.jsonl:1:" in message and "'answer'" in message and "not a known field" in message
+
+
+def test_wrong_type_names_field(tmp_path: Path) -> None:
+    message = rejection(tmp_path, [good(tags="money")])
+    assert "tasks.jsonl:1:" in message and "'tags'" in message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TaskFileError, match="does not exist"):
+        load_tasks(tmp_path / "nope.jsonl")
+
+
+def test_bad_file_never_half_loads(tmp_path: Path) -> None:
+    """Every error is reported at once and no task is returned."""
+    message = rejection(tmp_path, [good(), "not json", good(id="ok-2"), good(id="ok-2")])
+    assert "tasks.jsonl:2:" in message and "tasks.jsonl:4:" in message
+
+
+def test_class_filter_rejects_unknown_class(tmp_path: Path) -> None:
+    path = write_lines(tmp_path, [good()])
+    assert len(load_tasks(path, classes=["numeric-reasoning"])) == 1
+    with pytest.raises(TaskFileError, match="no tasks of class extraction"):
+        load_tasks(path, classes=["extraction"])
+
+
+def test_bundled_set_has_five_per_class() -> None:
+    tasks = load_tasks(DEFAULT_TASKS_PATH)
+    counts = Counter(task.task_class for task in tasks)
+    assert set(counts) == set(KNOWN_CLASSES)
+    assert min(counts.values()) >= 5
+    assert len(tasks) >= 35
+
+
+def test_validate_command_prints_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "validate", str(DEFAULT_TASKS_PATH)]) == 0
+    out = capsys.readouterr().out
+    for name in KNOWN_CLASSES:
+        assert name in out
+    assert "estimate" in out
+
+
+def test_validate_command_fails_on_bad_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_lines(tmp_path, [good(), "{"])
+    assert main(["tasks", "validate", str(path)]) == 2
+    assert "tasks.jsonl:2:" in capsys.readouterr().err
