@@ -20,4 +20,5 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
+	@bash scripts/setup-test.sh
 	$(BIN)/python -m pytest $(ARGS)

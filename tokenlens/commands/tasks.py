@@ -27,7 +27,7 @@ def run_validate(args: argparse.Namespace) -> int:
     for task in tasks:
         sizes[task.task_class].append(estimate_tokens(task.context))
     print(f"{args.path}: {len(tasks)} tasks, {len(sizes)} classes — OK")
-    print(f"context tokens are an estimate ({TOKENIZER_NOTE})")
+    print(f"context tokens: {TOKENIZER_NOTE}")
     header = f"{'class':<24}{'tasks':>6}{'min':>8}{'median':>8}{'max':>8}{'total':>9}"
     print(header)
     print("-" * len(header))
