@@ -1,0 +1,122 @@
+"""Throughput of each model-free rung and latency of `compress_request` on a ~2,000-token body.
+
+Prints figures; asserts nothing (timing goals live here, never in tests). Figures are
+noisy on shared machines: read them as orders of magnitude.
+
+    .venv/bin/python bench/bench_ladder.py [--llmlingua-model PATH_OR_HUB_NAME] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tokenlens.compress import Arm, CompressSettings, compress_request
+from tokenlens.compress.dedup import apply_dedup
+from tokenlens.compress.minify import apply_minify
+from tokenlens.compress.prune import apply_prune
+from tokenlens.compress.safe import apply_safe
+from tokenlens.compress.select import apply_select
+from tokenlens.config import DEFAULT_LLMLINGUA_MODEL
+from tokenlens.errors import ArmUnavailable
+from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
+
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "ladder" / "data" / "guide.md"
+QUESTION = "How do I roll back a failed deployment, and who owns staging?"
+
+
+def corpus(target_bytes: int) -> str:
+    """Distinct copies of the sample (numbered so dedup has real work, not only repeats)."""
+    base = SAMPLE.read_text(encoding="utf-8")
+    parts: list[str] = []
+    size = 0
+    i = 0
+    while size < target_bytes:
+        part = base.replace("Orchard", f"Orchard-{i}").replace("2021", str(1900 + i % 120))
+        parts.append(part)
+        size += len(part.encode())
+        i += 1
+    return "\n\n".join(parts)
+
+
+def body_of_tokens(tokens: int) -> dict[str, object]:
+    paragraphs = corpus(40_000).split("\n\n")
+    kept: list[str] = []
+    while estimate_tokens("\n\n".join(kept)) < tokens:
+        kept.append(paragraphs[len(kept)])
+    text = "\n\n".join(kept)
+    return {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 512,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": text}, {"type": "text", "text": QUESTION}],
+            }
+        ],
+    }
+
+
+def throughput(repeats: int) -> None:
+    text = corpus(1_000_000)
+    megabytes = len(text.encode()) / 1e6
+    rungs = {
+        "safe": apply_safe,
+        "minify": apply_minify,
+        "dedup": apply_dedup,
+        "prune@0.5": lambda t: apply_prune(t, 0.5, QUESTION),
+        "select@0.5": lambda t: apply_select(t, 0.5, QUESTION),
+    }
+    print(f"Throughput on {megabytes:.2f} MB of markdown (best of {repeats}):")
+    for name, rung in rungs.items():
+        best = min(_timed(rung, text) for _ in range(repeats))
+        print(f"  {name:<12} {megabytes / best:8.2f} MB/s  ({best * 1000:7.0f} ms)")
+
+
+def _timed(fn: Callable[[str], str], text: str) -> float:
+    start = time.perf_counter()
+    fn(text)
+    return time.perf_counter() - start
+
+
+def latency(repeats: int, model: str) -> None:
+    body = body_of_tokens(2_000)
+    settings = CompressSettings(llmlingua_model=model)
+    arms = ["control", "safe", "minify", "dedup", "prune@0.5", "select@0.5", "llmlingua2@0.5"]
+    first = compress_request(body, Arm("control"))
+    print(
+        f"\ncompress_request latency on a {first.original_tokens:,}-token body ({TOKENIZER_NOTE}):"
+    )
+    for key in arms:
+        arm = Arm.parse(key)
+        try:
+            compress_request(body, arm, settings=settings)  # warm-up (and model load)
+        except ArmUnavailable as exc:
+            print(f"  {key:<16} unavailable: {exc}")
+            continue
+        times = []
+        for _ in range(repeats):
+            result = compress_request(body, arm, settings=settings)
+            times.append(result.elapsed_ms)
+        times.sort()
+        p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
+        print(
+            f"  {key:<16} p50 {statistics.median(times):8.1f} ms   p99 {p99:8.1f} ms   "
+            f"reduction {result.reduction * 100:5.1f}%"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--llmlingua-model", default=DEFAULT_LLMLINGUA_MODEL)
+    args = parser.parse_args()
+    throughput(max(1, args.repeats // 10))
+    latency(args.repeats, args.llmlingua_model)
+
+
+if __name__ == "__main__":
+    main()

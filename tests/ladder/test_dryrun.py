@@ -1,0 +1,95 @@
+"""The dry run: per task x arm sizes, per-arm totals, call plan and cost; never crashes offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokenlens.compress import Arm, CompressSettings, build_ladder
+from tokenlens.config import CalibrationConfig
+from tokenlens.dryrun import CLEARTEXT, arm_totals, call_plan, dry_run_rows, run_dry_run
+
+TASKS = Path(__file__).parent / "data" / "tasks.jsonl"
+MODEL_FREE = ("safe", "minify", "dedup", "prune", "select")
+
+
+def _config(**overrides: object) -> CalibrationConfig:
+    fields: dict[str, object] = {"tasks": TASKS, "methods": MODEL_FREE, "rates": (0.8, 0.5)}
+    fields.update(overrides)
+    return CalibrationConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_rows_cover_every_task_and_arm() -> None:
+    config = _config()
+    rows = dry_run_rows(config)
+    arms = build_ladder(MODEL_FREE, (0.8, 0.5))
+    assert len(rows) == 4 * (1 + len(arms))
+    for row in rows:
+        if row.arm == CLEARTEXT:
+            assert row.tokens and row.reduction is None
+        else:
+            assert row.tokens is not None and row.reduction is not None
+            assert row.eligible_blocks is not None and row.total_blocks is not None
+            assert row.eligible_blocks <= row.total_blocks
+    prune_half = [r for r in rows if r.arm == "prune@0.5"]
+    assert all((r.reduction or 0) > 0.2 for r in prune_half if r.task_class == "long-doc-qa")
+
+
+def test_class_filter_and_cap() -> None:
+    rows = dry_run_rows(_config(classes=("long-doc-qa",), max_tasks_per_class=2))
+    assert sorted({r.task_id for r in rows}) == ["deploy-01", "deploy-02"]
+
+
+def test_call_plan_counts() -> None:
+    n_arms = len(build_ladder(MODEL_FREE, (0.8, 0.5)))
+    metric = _config(repeats=3)
+    plan = call_plan(metric, dry_run_rows(metric))
+    assert plan.answer_calls == 4 * 3 * (2 + n_arms)
+    assert plan.judge_calls == 0
+    llm = _config(repeats=2, judge="llm", judge_both_orders=True, backend="anthropic")
+    plan = call_plan(llm, dry_run_rows(llm))
+    assert plan.judge_calls == 4 * 2 * (n_arms + 1) * 2
+    assert plan.cost_usd is not None and plan.cost_usd > 0
+    assert "claude-haiku-4-5" in plan.cost_note and "output tokens" in plan.cost_note
+
+
+def test_cost_notes_for_local_and_unknown_models() -> None:
+    local = _config(backend="local")
+    assert "$0" in call_plan(local, dry_run_rows(local)).cost_note
+    unknown = _config(backend="anthropic", model="some-future-model")
+    plan = call_plan(unknown, dry_run_rows(unknown))
+    assert plan.cost_usd is None and "no price known" in plan.cost_note
+
+
+def test_totals_reduction_is_measured() -> None:
+    rows = dry_run_rows(_config())
+    totals = {key: (total, red) for key, _label, total, red, _note in arm_totals(rows)}
+    clear = totals[CLEARTEXT][0]
+    assert clear is not None
+    for key, (total, red) in totals.items():
+        if key != CLEARTEXT:
+            assert total is not None and red == pytest.approx(1 - total / clear)
+    assert totals["prune@0.5"][1] > totals["prune@0.8"][1]  # type: ignore[operator]
+
+
+@pytest.mark.slow
+def test_dry_run_prints_and_survives_missing_llmlingua_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = _config(
+        methods=(*MODEL_FREE, "llmlingua2"),
+        llmlingua_model="microsoft/llmlingua-2-bert-base-multilingual-cased-not-cached",
+    )
+    assert run_dry_run(config) == 0
+    out = capsys.readouterr().out
+    assert "Unavailable because: cannot load" in out and "HF_HUB_OFFLINE" in out
+    assert "answer calls" in out and "Estimated cost" in out and "cl100k_base" in out
+    assert "deploy-01" in out and "prune r=0.5" in out
+    rows = dry_run_rows(config, settings=CompressSettings(llmlingua_model=config.llmlingua_model))
+    lingua_rows = [r for r in rows if r.arm.startswith("llmlingua2")]
+    assert lingua_rows and all(r.unavailable for r in lingua_rows)
+    plan = call_plan(config, rows)
+    n_arms = len(build_ladder(MODEL_FREE, (0.8, 0.5)))
+    assert plan.answer_calls == 4 * config.repeats * (2 + n_arms)  # unavailable arms not counted
+    assert Arm.parse("llmlingua2@0.5").key in {r.arm for r in lingua_rows}

@@ -1,0 +1,310 @@
+"""`compress_request`: one Messages API body through one arm; the proxy and calibration share it.
+
+If the proxy and the calibration compressed differently, the calibration would certify
+something the proxy never sends; so there is exactly one function, and it is
+deterministic (same body and arm, byte-identical output: prompt caching and the
+calibration's content hashes depend on it). The input body is never mutated.
+
+What may be touched:
+
+* Text blocks (or string content) of **user** messages, and the **system** prompt (the
+  system prompt only by the meaning-keeping rungs 0-2 unless
+  `CompressSettings.compress_system`; it carries instructions).
+* Never: the prefix up to and including the last ``cache_control`` breakpoint (in
+  ``tools``, ``system`` or ``messages``; a top-level ``cache_control``, automatic caching,
+  freezes the whole body), ``tools``, ``tool_use``, ``tool_result``, images, documents,
+  thinking blocks, assistant turns, and the question.
+
+Which text is the question (never compressed):
+
+* The last user message has two or more text blocks (as `CalibrationTask.to_request`
+  builds it: ``[context, question]``): its **last text block** is the question.
+* Otherwise its text is one piece (live traffic). The question is the tail that starts at
+  the **last prose paragraph** (prose, list or quote block in `blocks.segment` terms) and
+  runs to the end, so "Fix this:" above a trailing code fence counts as the question.
+  Everything before that tail is context. When that paragraph is the first one, the whole
+  text is the question and nothing in it is compressed.
+
+The question also steers the question-aware rungs (`prune`, `select`) everywhere else.
+Token counts are offline estimates (`tokenlens.tokens.TOKENIZER_NOTE`) over all text the
+body carries: system, every message's text, tool inputs and results, tool definitions.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.compress.blocks import segment
+from tokenlens.compress.ladder import compress_text
+from tokenlens.compress.settings import CompressSettings
+from tokenlens.errors import CompressionError
+from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
+
+
+class CompressionResult(BaseModel):
+    """What one arm did to one body. `reduction` is measured, never the nominal rate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    body: dict[str, Any]
+    arm: str
+    original_tokens: int
+    compressed_tokens: int
+    reduction: float
+    eligible_blocks: int
+    total_blocks: int
+    elapsed_ms: float
+    question_found: bool = False
+    tokenizer: str = TOKENIZER_NOTE
+
+
+@dataclass
+class _Target:
+    """A text slot of the body that the arm may rewrite."""
+
+    holder: dict[str, Any]
+    key: str
+    lossy: bool
+    suffix: str = ""  # the question tail of a single-piece last message (kept verbatim)
+
+    @property
+    def text(self) -> str:
+        value = self.holder[self.key]
+        assert isinstance(value, str)
+        return value[: len(value) - len(self.suffix)]
+
+    def replace(self, new: str) -> None:
+        self.holder[self.key] = new + self.suffix
+
+
+def compress_request(
+    body: dict[str, Any], arm: Arm, *, settings: CompressSettings | None = None
+) -> CompressionResult:
+    """Compress a Messages API body with `arm` (see the module docstring for the rules).
+
+    Raises:
+        ArmUnavailable: the arm cannot run here (LLMLingua-2 model not loadable); says why.
+        CompressionError: the body is malformed or a rung failed.
+    """
+    started = time.perf_counter()
+    _check_shape(body)
+    new_body = copy.deepcopy(body)
+    settings = settings or CompressSettings()
+    original_tokens = body_tokens(body)
+    targets, question = _targets(new_body, settings)
+    eligible = total = 0
+    if arm.method != CONTROL:
+        for target in targets:
+            text = target.text
+            if not text.strip():
+                continue
+            result = compress_text(
+                text, arm, question=question, settings=settings, lossy=target.lossy
+            )
+            eligible += result.eligible_blocks
+            total += result.total_blocks
+            if result.text.strip():  # an emptied slot would be an invalid block: keep it
+                target.replace(result.text)
+    else:
+        for target in targets:
+            total += len([b for b in segment(target.text) if not b.is_blank])
+    compressed_tokens = body_tokens(new_body)
+    reduction = 0.0
+    if original_tokens > 0:
+        reduction = max(0.0, (original_tokens - compressed_tokens) / original_tokens)
+    return CompressionResult(
+        body=new_body,
+        arm=arm.key,
+        original_tokens=original_tokens,
+        compressed_tokens=compressed_tokens,
+        reduction=reduction,
+        eligible_blocks=eligible,
+        total_blocks=total,
+        elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        question_found=question is not None,
+    )
+
+
+def _check_shape(body: Any) -> None:
+    if not isinstance(body, dict):
+        raise CompressionError(f"request body must be a JSON object, got {type(body).__name__}")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise CompressionError("request body: 'messages' must be a list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message:
+            raise CompressionError(f"request body: messages[{i}] must be an object with a role")
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            raise CompressionError(f"request body: messages[{i}].content must be text or a list")
+    system = body.get("system")
+    if system is not None and not isinstance(system, str | list):
+        raise CompressionError("request body: 'system' must be text or a list of blocks")
+
+
+def _targets(body: dict[str, Any], settings: CompressSettings) -> tuple[list[_Target], str | None]:
+    """The rewritable text slots, in body order, and the question text (if any)."""
+    frozen_upto = _frozen_upto(body)
+    position = len(body.get("tools") or [])
+    targets: list[_Target] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        if position >= frozen_upto:
+            targets.append(_Target(body, "system", lossy=settings.compress_system))
+        position += 1
+    elif isinstance(system, list):
+        for block in system:
+            if position >= frozen_upto and _is_text_block(block):
+                targets.append(_Target(block, "text", lossy=settings.compress_system))
+            position += 1
+    messages: list[dict[str, Any]] = body["messages"]
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    question: str | None = None
+    for i, message in enumerate(messages):
+        content = message["content"]
+        slots: list[_Target] = []
+        if isinstance(content, str):
+            if position >= frozen_upto and message["role"] == "user":
+                slots.append(_Target(message, "content", lossy=True))
+            position += 1
+        else:
+            for block in content:
+                if position >= frozen_upto and message["role"] == "user" and _is_text_block(block):
+                    slots.append(_Target(block, "text", lossy=True))
+                position += 1
+        if i == last_user:
+            question = _question_of(message, slots)
+        targets.extend(slots)
+    return targets, question
+
+
+def _question_of(message: dict[str, Any], slots: list[_Target]) -> str | None:
+    """Find the last user message's question; drop it from `slots` (it is never compressed)."""
+    content = message["content"]
+    text_blocks = [b for b in content if _is_text_block(b)] if isinstance(content, list) else []
+    if len(text_blocks) >= 2:
+        last = text_blocks[-1]
+        slots[:] = [slot for slot in slots if slot.holder is not last]
+        return str(last["text"])
+    whole = content if isinstance(content, str) else (text_blocks[0]["text"] if text_blocks else "")
+    if not whole.strip():
+        return None
+    context, tail = split_question(whole)
+    holder_slots = [slot for slot in slots if slot.text == whole]
+    if holder_slots:
+        slot = holder_slots[0]
+        if not context.strip():
+            slots.remove(slot)
+        else:
+            slot.suffix = tail
+    return tail
+
+
+def split_question(text: str) -> tuple[str, str]:
+    """Split a single-piece message into (context, question tail); see module docstring."""
+    blocks = segment(text)
+    prose = [i for i, block in enumerate(blocks) if block.eligible]
+    start = prose[-1] if prose else 0
+    context = "".join(block.text for block in blocks[:start])
+    return context, text[len(context) :]
+
+
+def _is_text_block(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    )
+
+
+def _frozen_upto(body: dict[str, Any]) -> int:
+    """Index (in tools, system, messages order) after the last cache breakpoint; 0 if none."""
+    if body.get("cache_control"):
+        return 1 << 62  # automatic caching: the whole body is the cached prefix
+    position = 0
+    frozen = 0
+    for tool in body.get("tools") or []:
+        position += 1
+        if isinstance(tool, dict) and tool.get("cache_control"):
+            frozen = position
+    system = body.get("system")
+    if isinstance(system, str):
+        position += 1
+    elif isinstance(system, list):
+        for block in system:
+            position += 1
+            if isinstance(block, dict) and block.get("cache_control"):
+                frozen = position
+    for message in body["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            position += 1
+            continue
+        for block in content:
+            position += 1
+            if _has_breakpoint(block):
+                frozen = position
+    return frozen
+
+
+def _has_breakpoint(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return False
+    if block.get("cache_control"):
+        return True
+    nested = block.get("content")
+    return isinstance(nested, list) and any(
+        isinstance(item, dict) and item.get("cache_control") for item in nested
+    )
+
+
+def body_tokens(body: dict[str, Any]) -> int:
+    """Estimated tokens of all text a body carries (images and documents count 0 here)."""
+    return sum(estimate_tokens(text) for text in body_texts(body))
+
+
+def body_texts(body: dict[str, Any]) -> list[str]:
+    """Every piece of text in a body, in order: tools, system, messages."""
+    texts: list[str] = []
+    for tool in body.get("tools") or []:
+        texts.append(json.dumps(tool, ensure_ascii=False, sort_keys=True))
+    system = body.get("system")
+    if isinstance(system, str):
+        texts.append(system)
+    elif isinstance(system, list):
+        texts.extend(_block_texts(system))
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(_block_texts(content))
+    return texts
+
+
+def _block_texts(blocks: list[Any]) -> list[str]:
+    texts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            texts.append(block["thinking"])
+        elif kind == "tool_use":
+            texts.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
+        elif kind == "tool_result":
+            nested = block.get("content")
+            if isinstance(nested, str):
+                texts.append(nested)
+            elif isinstance(nested, list):
+                texts.extend(_block_texts(nested))
+    return texts
