@@ -26,12 +26,12 @@ from collections import Counter
 __all__ = ["content_terms", "score"]
 
 _STOPWORDS = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been
-    being it its this that these those there here which who whom whose what when where why
-    how do does did done has have had having i you he she we they them his her their our
-    your my me us not no so than then too very can could should would will shall may might
-    must also just only about into over under again further once all any both each few more
-    most other some such own same s t don""".split()
+    """a an the and or but if of to in on at by for with from as is are was were be been being
+    it its this that these those there here which who whom whose what when where why how do
+    does did done has have had having i you he she we they them his her their our your my me
+    us not no so than then too very can could should would will shall may might must also
+    just only about into over under again further once all any both each few more most other
+    some such own same s t don""".split()  # noqa: SIM905
 )
 
 _TOKEN = re.compile(r"-?\d[\d,]*(?:\.\d+)?%?|[a-z][a-z0-9'_-]*", re.IGNORECASE)

@@ -25,6 +25,10 @@ DEFAULT_POLICY_DIR = Path("reports") / "policy"
 #: ✓ measured, ? provisional, — none.
 Verdict = Literal["measured", "provisional", "none"]
 VERDICT_MARK: dict[str, str] = {"measured": "✓", "provisional": "?", "none": "—"}
+#: Why a class got `none` (machine-readable; `reason` says it in words). `unmeasurable`
+#: and `no_arm_held` make `tokenlens calibrate` exit non-zero; `nothing_compressible`
+#: does not (there was nothing to decide).
+NoneCause = Literal["unmeasurable", "no_arm_held", "nothing_compressible"]
 
 
 class Interval(BaseModel):
@@ -50,10 +54,18 @@ class PolicyEntry(BaseModel):
     worst_case: float | None = None
     noise_floor: float | None = None
     noise_floor_interval: Interval | None = None
+    #: The floor split into judge inconsistency and sampling noise (when the run re-judged
+    #: control pairs); the two add up to `noise_floor`.
+    floor_judge: float | None = None
+    floor_sampling: float | None = None
     bar: float | None = None
+    #: Interval of noise-adjusted retention (uncapped arm minus control, + 1); the
+    #: interval rule requires its low end to reach `tolerance` (same as clearing the bar).
+    adjusted_interval: Interval | None = None
     n_tasks: int = 0
     n_pairs: int = 0
     reason: str
+    cause: NoneCause | None = None
     ignored_arms: tuple[str, ...] = ()
 
     @property

@@ -1,0 +1,95 @@
+"""The human report: seed-style lines, tables, plot, escaping, banner, self-containment."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from tests.judge.conftest import cell, frame, uniform
+from tests.judge.test_decide import _realistic
+from tokenlens.decide import aggregate, decide, judge_agreement
+from tokenlens.report import LOCAL_MODEL_BANNER, seed_lines, write_report
+
+
+def _built(grades: pd.DataFrame, judge: str | None = None):
+    curve = aggregate(grades, tolerance=0.95, judge=judge)
+    return curve, decide(curve, calibration_id="report-test-0001", model="tiny-local")
+
+
+def test_seed_style_lines() -> None:
+    _, policy = _built(_realistic())
+    lines = seed_lines(policy)
+    extraction = next(line for line in lines if " extraction " in line)
+    assert re.fullmatch(
+        r"✓ extraction\s+llmlingua2 rate=0\.8  \d+\.\d% smaller at \d+\.\d% quality", extraction
+    )
+    summ = next(line for line in lines if " summarization " in line)
+    assert summ.startswith("— summarization") and "none — unmeasurable — control lost" in summ
+    assert any(line.startswith("— chat-history") and "no arm held" in line for line in lines)
+    assert any(line.lstrip().startswith("default") or " default " in line for line in lines)
+
+
+def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
+    curve, policy = _built(_realistic())
+    paths = write_report(policy, curve, tmp_path, name="run1", local_model=True)
+    assert paths.markdown == tmp_path / "run1.md"
+    assert paths.plot.read_bytes().startswith(b"\x89PNG")
+    md = paths.markdown.read_text(encoding="utf-8")
+    page = paths.html.read_text(encoding="utf-8")
+    for text in (md, page):
+        assert LOCAL_MODEL_BANNER in text
+        assert "Noise floors" in text and "Every arm" in text
+        assert "llmlingua2 r=0.6" in text  # every arm of the curve is listed
+    assert "![reduction vs retention](run1.png)" in md
+    assert "data:image/png;base64," in page
+    assert not re.search(r"(src|href)\s*=\s*['\"](?!data:)", page)  # nothing fetched
+    assert "<link" not in page and "<script" not in page
+
+
+def test_banner_only_for_the_local_model(tmp_path) -> None:
+    curve, policy = _built(_realistic())
+    paths = write_report(policy, curve, tmp_path, local_model=False)
+    assert LOCAL_MODEL_BANNER not in paths.html.read_text(encoding="utf-8")
+
+
+def test_provisional_is_said_in_words_and_ignored_arms_are_listed(tmp_path) -> None:
+    grades = frame(
+        cell("noisy", "control", uniform(100, 95)),
+        cell("noisy", "prune@0.8", uniform(100, 96), reduction=0.1),
+        cell("noisy", "prune@0.6", uniform(100, 70), reduction=0.2),
+        cell("noisy", "prune@0.4", uniform(100, 97), reduction=0.3),
+    )
+    curve = aggregate(grades, tolerance=0.99, mode="mean")
+    policy = decide(curve, calibration_id="report-test-0002", model="m")
+    md = write_report(policy, curve, tmp_path).markdown.read_text(encoding="utf-8")
+    assert (
+        "the harness could not detect harm because the loss sits inside the 5.0% noise floor" in md
+    )
+    assert "ignored after the first failure: prune r=0.4" in md
+
+
+def test_dynamic_text_is_escaped_in_html(tmp_path) -> None:
+    evil = "<script>alert(1)</script>"
+    grades = frame(
+        cell("a", "control", uniform(90, 90), judge=evil),
+        cell("a", "safe", uniform(90, 90), judge=evil),
+    )
+    curve, policy = _built(grades)
+    page = write_report(policy, curve, tmp_path).html.read_text(encoding="utf-8")
+    assert evil not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_judge_agreement_section(tmp_path) -> None:
+    grades = frame(
+        cell("a", "control", uniform(90, 90)),
+        cell("a", "safe", uniform(90, 88)),
+        cell("a", "control", uniform(90, 90), judge="claude-haiku-4-5"),
+        cell("a", "safe", uniform(90, 80), judge="claude-haiku-4-5"),
+    )
+    curve, policy = _built(grades, judge="claude-haiku-4-5")
+    agreement = judge_agreement(grades, judges=("metric", "claude-haiku-4-5"), tolerance=0.95)
+    md = write_report(policy, curve, tmp_path, agreement=agreement).markdown.read_text("utf-8")
+    assert "## Judge agreement" in md
+    assert "metric and claude-haiku-4-5" in md

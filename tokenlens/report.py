@@ -1,0 +1,389 @@
+"""The human report of a calibration: markdown, a self-contained HTML page and a plot.
+
+It prints what the policy decided and why: the seed-style one-liners, the per-class
+table, every arm of the curve with its error bar, the noise floors, the arms ignored
+after a failure, and (when two judges ran) how far they agreed. Anything that came from
+data is escaped in HTML. The plot uses matplotlib's object API on the Agg canvas, so it
+never touches pyplot's global backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.decide import ALL_CLASSES, Curve, JudgeAgreement
+from tokenlens.policy import Policy, PolicyEntry, atomic_write_text
+
+LOCAL_MODEL_BANNER = (
+    "Offline numbers describe the instrument on a tiny local model, not Claude. "
+    "They show that the harness works, not what compression costs on your traffic."
+)
+PROVISIONAL_WORDS = (
+    "provisional — the harness could not detect harm because the loss sits inside the "
+    "{floor} noise floor"
+)
+
+_STATUS_COLOUR = {
+    "held": "#2e7d32",
+    "failed": "#c62828",
+    "ignored": "#ef6c00",
+    "not_reached": "#9e9e9e",
+    "no_savings": "#9e9e9e",
+    "unmeasurable": "#9e9e9e",
+}
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    markdown: Path
+    html: Path
+    plot: Path
+
+
+def _pct(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
+        return "n/a"
+    return f"{100 * float(value):.{digits}f}%"
+
+
+def _interval(low: Any, high: Any) -> str:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return "n/a"
+    return f"{_pct(low)}–{_pct(high)}"
+
+
+def _arm_text(entry: PolicyEntry) -> str:
+    if entry.method == "none":
+        return "none"
+    return entry.method if entry.rate is None else f"{entry.method} rate={entry.rate:g}"
+
+
+def _label(arm_key: str) -> str:
+    try:
+        return Arm.parse(arm_key).label
+    except ValueError:
+        return arm_key
+
+
+def seed_lines(policy: Policy) -> list[str]:
+    """One line per class (and default), e.g.
+    ``✓ extraction  llmlingua2 rate=0.8  14.9% smaller at 99.8% quality``."""
+    entries = [*policy.classes.values(), policy.default]
+    width = max(len(e.task_class) for e in entries) + 2
+    lines: list[str] = []
+    for entry in entries:
+        head = f"{entry.mark} {entry.task_class:<{width}}"
+        if entry.verdict == "none":
+            lines.append(f"{head}none — {entry.reason}")
+            continue
+        lines.append(
+            f"{head}{_arm_text(entry)}  {entry.reduction_pct or 0.0:.1f}% smaller at "
+            f"{_pct(entry.retention_mean)} quality"
+        )
+        if entry.verdict == "provisional":
+            lines.append(
+                " " * (width + 2) + PROVISIONAL_WORDS.format(floor=_pct(entry.noise_floor))
+            )
+        if entry.ignored_arms:
+            ignored = ", ".join(_label(a) for a in entry.ignored_arms)
+            lines.append(" " * (width + 2) + f"ignored after the first failure: {ignored}")
+    return lines
+
+
+def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "class",
+        "verdict",
+        "arm",
+        "reduction",
+        "retention (capped mean)",
+        "95% interval",
+        "worst task",
+        "noise floor",
+        "bar",
+        "tasks / pairs",
+        "ignored arms",
+        "reason",
+    ]
+    rows = []
+    for entry in [*policy.classes.values(), policy.default]:
+        floor = _pct(entry.noise_floor)
+        if entry.noise_floor_interval is not None:
+            floor += (
+                f" ({_interval(entry.noise_floor_interval.low, entry.noise_floor_interval.high)})"
+            )
+        interval = entry.retention_interval
+        rows.append(
+            [
+                entry.task_class,
+                f"{entry.mark} {entry.verdict}",
+                _arm_text(entry),
+                "n/a" if entry.reduction_pct is None else f"{entry.reduction_pct:.1f}%",
+                _pct(entry.retention_mean),
+                _interval(interval.low, interval.high) if interval else "n/a",
+                _pct(entry.worst_case),
+                floor,
+                _pct(entry.bar),
+                f"{entry.n_tasks} / {entry.n_pairs}",
+                ", ".join(_label(a) for a in entry.ignored_arms) or "—",
+                entry.reason,
+            ]
+        )
+    return header, rows
+
+
+def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "class",
+        "arm",
+        "reduction",
+        "retention (capped)",
+        "uncapped [95%]",
+        "noise-adjusted [95%]",
+        "worst task",
+        "n tasks / pairs",
+        "errors / broken",
+        "status",
+    ]
+    rows = []
+    table = curve.table.sort_values(["task_class", "reduction"], kind="stable")
+    for r in table.itertuples(index=False):
+        name = "all classes" if r.task_class == ALL_CLASSES else str(r.task_class)
+        rows.append(
+            [
+                name,
+                _label(str(r.arm)),
+                _pct(r.reduction),
+                _pct(r.retention_mean),
+                f"{_pct(r.retention_uncapped)} [{_interval(r.retention_low, r.retention_high)}]",
+                "—"
+                if r.arm == CONTROL
+                else f"{_pct(r.adjusted_mean)} [{_interval(r.adjusted_low, r.adjusted_high)}]",
+                _pct(r.worst_case),
+                f"{r.n_tasks} / {r.n_pairs}",
+                f"{r.n_errors} / {r.n_broken}",
+                str(r.status),
+            ]
+        )
+    return header, rows
+
+
+def _floor_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
+    header = ["class", "control retention", "noise floor (95%)", "judge share", "sampling share"]
+    control = curve.table[curve.table["arm"] == CONTROL]
+    rows = []
+    for r in control.itertuples(index=False):
+        name = "all classes" if r.task_class == ALL_CLASSES else str(r.task_class)
+        rows.append(
+            [
+                name,
+                _pct(r.retention_mean),
+                f"{_pct(r.noise_floor)} ({_interval(r.noise_floor_low, r.noise_floor_high)})",
+                _pct(r.floor_judge),
+                _pct(r.floor_sampling),
+            ]
+        )
+    return header, rows
+
+
+def _agreement_lines(agreement: JudgeAgreement) -> list[str]:
+    a, b = agreement.judges
+    rho = agreement.spearman_retention
+    lines = [
+        f"Judges compared: {a} and {b}, on {agreement.n_pairs} pairs.",
+        "Rank correlation (Spearman) of per-pair retention: "
+        + ("n/a" if math.isnan(rho) else f"{rho:.2f}"),
+        f"Pairs where one judge passes the tolerance and the other does not: "
+        f"{_pct(agreement.pair_disagreement)}",
+        f"Class × arm cells where the decision rule differs: {_pct(agreement.cell_disagreement)} "
+        f"of {agreement.n_cells}",
+    ]
+    for task_class, arm, pass_a, pass_b in agreement.disagreements:
+        lines.append(
+            f"{task_class} {_label(arm)}: {a} {'passes' if pass_a else 'fails'}, "
+            f"{b} {'passes' if pass_b else 'fails'}"
+        )
+    return lines
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_curve(curve: Curve, policy: Policy) -> bytes:
+    """PNG bytes: reduction vs retention per class, 95 % error bars, bar and tolerance."""
+    names = [*curve.classes(), ALL_CLASSES]
+    names = [n for n in names if not curve.rows(n).empty]
+    cols = min(3, max(len(names), 1))
+    nrows = max(math.ceil(len(names) / cols), 1)
+    fig = Figure(figsize=(4.2 * cols, 3.3 * nrows), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, cols, squeeze=False)
+    for index, name in enumerate(names):
+        ax = axes[index // cols][index % cols]
+        rows = curve.rows(name)
+        entry = policy.default if name == ALL_CLASSES else policy.classes.get(name)
+        arms = rows[rows["arm"] != CONTROL].sort_values("reduction")
+        for r in arms.itertuples(index=False):
+            x = 100 * float(r.reduction) if not pd.isna(r.reduction) else 0.0
+            y = 100 * float(r.retention_uncapped)
+            colour = _STATUS_COLOUR.get(str(r.status), "#555555")
+            if not (pd.isna(r.retention_low) or pd.isna(r.retention_high)):
+                yerr = [[y - 100 * r.retention_low], [100 * r.retention_high - y]]
+                ax.errorbar([x], [y], yerr=yerr, fmt="o", color=colour, capsize=3, ms=5)
+            else:
+                ax.plot([x], [y], "o", color=colour, ms=5)
+            ax.plot([x], [100 * float(r.retention_mean)], "x", color=colour, ms=5)
+            ax.annotate(
+                _label(str(r.arm)), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
+        ax.axhline(100 * curve.tolerance, color="#1565c0", ls=":", lw=1, label="tolerance")
+        bars = rows["bar"].dropna()
+        if len(bars):
+            ax.axhline(100 * float(bars.iloc[0]), color="#1565c0", ls="--", lw=1, label="bar")
+        title = "all classes (default)" if name == ALL_CLASSES else name
+        mark = entry.mark if entry is not None else ""
+        ax.set_title(f"{mark} {title}", fontsize=10)
+        ax.set_xlim(left=0.0, right=max([*(100 * arms["reduction"].fillna(0)), 5.0]) + 5.0)
+        ax.set_xlabel("token reduction %", fontsize=8)
+        ax.set_ylabel("retention % (o uncapped ±95%, x capped)", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6, loc="lower left")
+    for index in range(len(names), nrows * cols):
+        axes[index // cols][index % cols].set_visible(False)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(map(_md_cell, header)) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    lines.extend("| " + " | ".join(map(_md_cell, row)) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _summary(policy: Policy, curve: Curve) -> list[str]:
+    return [
+        f"Calibration {policy.calibration_id}, created {policy.created.isoformat()}",
+        f"Answer model: {policy.model}; judge: {policy.judge}; tolerance "
+        f"{_pct(policy.tolerance)}; decision mode: {policy.mode} "
+        f"({'interval must clear the bar' if policy.mode == 'interval' else 'mean only'}); "
+        f"intervals: {curve.interval_method}, clustered by task.",
+    ]
+
+
+def render_markdown(
+    policy: Policy,
+    curve: Curve,
+    *,
+    plot_name: str,
+    agreement: JudgeAgreement | None = None,
+    local_model: bool = False,
+) -> str:
+    parts = ["# TokenLens calibration report", ""]
+    if local_model:
+        parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
+    parts += [*_summary(policy, curve), ""]
+    parts += ["## Policy", "", "```", *seed_lines(policy), "```", ""]
+    parts += ["## Per class", "", _md_table(*_class_table(policy)), ""]
+    parts += [f"![reduction vs retention]({plot_name})", ""]
+    parts += ["## Noise floors", "", _md_table(*_floor_table(curve)), ""]
+    parts += ["## Every arm", "", _md_table(*_curve_table(curve)), ""]
+    if agreement is not None:
+        parts += ["## Judge agreement", "", *(f"- {line}" for line in _agreement_lines(agreement))]
+        parts += [""]
+    return "\n".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top}
+th{background:#f2f2f2} pre{background:#f7f7f7;padding:1em;overflow-x:auto}
+.banner{background:#fff3cd;border:1px solid #e0c060;padding:.8em;font-weight:bold}
+img{max-width:100%}
+"""
+
+
+def render_html(
+    policy: Policy,
+    curve: Curve,
+    *,
+    png: bytes,
+    agreement: JudgeAgreement | None = None,
+    local_model: bool = False,
+) -> str:
+    esc = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>TokenLens calibration {esc(policy.calibration_id)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>TokenLens calibration report</h1>",
+    ]
+    if local_model:
+        parts.append(f"<p class='banner'>{esc(LOCAL_MODEL_BANNER)}</p>")
+    parts += [f"<p>{esc(line)}</p>" for line in _summary(policy, curve)]
+    parts += ["<h2>Policy</h2>", f"<pre>{esc(chr(10).join(seed_lines(policy)))}</pre>"]
+    parts += ["<h2>Per class</h2>", _html_table(*_class_table(policy))]
+    encoded = base64.b64encode(png).decode("ascii")
+    parts.append(f"<img alt='reduction vs retention' src='data:image/png;base64,{encoded}'>")
+    parts += ["<h2>Noise floors</h2>", _html_table(*_floor_table(curve))]
+    parts += ["<h2>Every arm</h2>", _html_table(*_curve_table(curve))]
+    if agreement is not None:
+        items = "".join(f"<li>{esc(line)}</li>" for line in _agreement_lines(agreement))
+        parts += ["<h2>Judge agreement</h2>", f"<ul>{items}</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(
+    policy: Policy,
+    curve: Curve,
+    folder: str | Path,
+    *,
+    name: str = "calibration",
+    agreement: JudgeAgreement | None = None,
+    local_model: bool = False,
+) -> ReportPaths:
+    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    png = plot_curve(curve, policy)
+    paths = ReportPaths(out / f"{name}.md", out / f"{name}.html", out / f"{name}.png")
+    tmp = paths.plot.with_name(f".{paths.plot.name}.tmp")
+    tmp.write_bytes(png)
+    tmp.replace(paths.plot)
+    markdown = render_markdown(
+        policy, curve, plot_name=paths.plot.name, agreement=agreement, local_model=local_model
+    )
+    atomic_write_text(paths.markdown, markdown)
+    page = render_html(policy, curve, png=png, agreement=agreement, local_model=local_model)
+    atomic_write_text(paths.html, page)
+    return paths

@@ -1,0 +1,265 @@
+"""Retention statistics with honest error bars, clustered by task.
+
+Why clustered SEs with t(G-1), not a percentile bootstrap, by default: replicates of one
+task share the task's difficulty, so the independent unit is the task, not the pair. A
+class in the starter set has ~5 tasks; with so few clusters a percentile bootstrap is too
+narrow (it cannot see beyond the 5 values it resamples) while the cluster-robust sandwich
+with the G/(G-1) correction and a Student t with G-1 degrees of freedom keeps close to
+nominal coverage (Cameron & Miller's small-G advice). It is closed-form, so it needs no
+seed and costs nothing. A seeded task bootstrap is kept as an alternative
+(`method="bootstrap"`), and the simulation study (`tokenlens.simulate`) measures both.
+
+The estimands:
+
+* Capped mean retention: mean over pairs of min(comp/clear, 1). What decisions read (the
+  seed's rule): compression never earns credit for a lucky draw.
+* Uncapped retention: sum(comp) / sum(clear), a ratio of means over the paired grades.
+  Its interval is what the error bars show. Capping biases a mean downwards by an amount
+  that grows with the noise, so an interval on capped values cannot cover the truth; the
+  uncapped paired difference can (and the ratio of means avoids the blow-up of per-pair
+  ratios when a cleartext grade is small).
+* Noise-adjusted retention: 1 + (R_arm - R_control), both uncapped, with task-paired
+  errors so the control's own uncertainty counts. "Arm >= tolerance - floor" is
+  "adjusted >= tolerance" rearranged; the interval rule asks its lower end to clear it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+IntervalMethod = Literal["cluster_t", "bootstrap"]
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its interval; `low`/`high` are None when it cannot have one."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n_clusters: int
+
+    def shifted(self, offset: float, *, negate: bool = False) -> Estimate:
+        """`offset + x` (or `offset - x`), interval mapped accordingly."""
+        if negate:
+            low = None if self.high is None else offset - self.high
+            high = None if self.low is None else offset - self.low
+            return Estimate(offset - self.mean, low, high, self.n_clusters)
+        low = None if self.low is None else offset + self.low
+        high = None if self.high is None else offset + self.high
+        return Estimate(offset + self.mean, low, high, self.n_clusters)
+
+
+def retention(grade_comp: ArrayLike, grade_clear: ArrayLike, *, cap: bool = True) -> Array:
+    """Per-pair retention comp/clear; capped at 1.0 unless `cap=False`.
+
+    A cleartext grade of 0 has no ratio: it marks the task broken for that replicate and
+    gives NaN here (callers count and report those, never treat them as 1.0).
+    """
+    comp = np.asarray(grade_comp, dtype=float)
+    clear = np.asarray(grade_clear, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(clear > 0, comp / np.where(clear > 0, clear, 1.0), np.nan)
+    return np.minimum(ratio, 1.0) if cap else ratio
+
+
+def capped_mean(grade_comp: ArrayLike, grade_clear: ArrayLike) -> float:
+    """Mean of min(comp/clear, 1) over pairs with a non-zero cleartext grade (NaN if none)."""
+    values = retention(grade_comp, grade_clear)
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else math.nan
+
+
+def _t_pdf(x: Array, df: int) -> Array:
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return np.asarray(np.exp(log_c - (df + 1) / 2 * np.log1p(x * x / df)), dtype=float)
+
+
+def _t_cdf_upper_half(t: float, df: int) -> float:
+    """P(0 < T < t) by Simpson's rule (the pdf is smooth; 4001 points is ample)."""
+    x = np.linspace(0.0, t, 4001)
+    y = _t_pdf(x, df)
+    h = t / 4000
+    return float(h / 3 * (y[0] + y[-1] + 4 * y[1:-1:2].sum() + 2 * y[2:-1:2].sum()))
+
+
+@lru_cache(maxsize=256)
+def t_quantile(p: float, df: int) -> float:
+    """Student t quantile for p in (0.5, 1), df >= 1 (numpy only; no scipy here)."""
+    if not 0.5 < p < 1.0 or df < 1:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    low, high = NormalDist().inv_cdf(p), 60.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if 0.5 + _t_cdf_upper_half(mid, df) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _as_float(values: ArrayLike) -> Array:
+    return np.asarray(values, dtype=float)
+
+
+def _bootstrap_weights(n: int, seed: int, resamples: int) -> Array:
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)
+
+
+def _percentile_interval(values: Array, confidence: float) -> tuple[float | None, float | None]:
+    finite = values[np.isfinite(values)]
+    if finite.size < 10:
+        return None, None
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(finite, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def ratio_estimate(
+    num: ArrayLike,
+    den: ArrayLike,
+    *,
+    confidence: float = CONFIDENCE,
+    method: IntervalMethod = "cluster_t",
+    seed: int = 0,
+) -> Estimate:
+    """Sum(num)/sum(den) over clusters (tasks), with a task-clustered interval.
+
+    `num[g]` and `den[g]` are cluster g's sums (e.g. comp grades and clear grades of a
+    task's replicates; or capped retentions and pair counts, which gives the capped mean).
+    """
+    return ratio_difference(num, den, None, None, confidence=confidence, method=method, seed=seed)
+
+
+def ratio_difference(
+    num_a: ArrayLike,
+    den_a: ArrayLike,
+    num_b: ArrayLike | None,
+    den_b: ArrayLike | None,
+    *,
+    confidence: float = CONFIDENCE,
+    method: IntervalMethod = "cluster_t",
+    seed: int = 0,
+) -> Estimate:
+    """R_a - R_b (or R_a alone when b is None) for ratios over the SAME clusters, paired.
+
+    Clusters line up by index; a cluster absent from one side carries zeros there. The
+    cluster-t interval linearises each ratio (influence of cluster g on R = (num_g - R
+    den_g) / sum(den)), sums the two influences per cluster, and applies the G/(G-1)
+    sandwich with t(G-1). Fewer than two clusters: no interval.
+    """
+    na, da = _as_float(num_a), _as_float(den_a)
+    paired = num_b is not None and den_b is not None
+    nb = _as_float(num_b) if num_b is not None and paired else np.zeros_like(na)
+    db = _as_float(den_b) if den_b is not None and paired else np.ones_like(da)
+    if not (na.shape == da.shape == nb.shape == db.shape) or na.ndim != 1:
+        raise ValueError("ratio_difference needs 1-d arrays of equal length, one per cluster")
+    if da.sum() <= 0 or (paired and db.sum() <= 0):
+        return Estimate(math.nan, None, None, int(na.size))
+    r_a = na.sum() / da.sum()
+    r_b = nb.sum() / db.sum() if paired else 0.0
+    point = float(r_a - r_b)
+    g = int(na.size)
+    if g < 2:
+        return Estimate(point, None, None, g)
+    if method == "bootstrap":
+        w = _bootstrap_weights(g, seed, BOOTSTRAP_RESAMPLES)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = (w @ na) / (w @ da)
+            if paired:
+                boot = boot - (w @ nb) / (w @ db)
+        low, high = _percentile_interval(boot, confidence)
+        return Estimate(point, low, high, g)
+    influence = (na - r_a * da) / da.sum()
+    if paired:
+        influence = influence - (nb - r_b * db) / db.sum()
+    se = math.sqrt(g / (g - 1) * float(np.sum(influence**2)))
+    half = t_quantile(0.5 + confidence / 2, g - 1) * se
+    return Estimate(point, point - half, point + half, g)
+
+
+@dataclass(frozen=True)
+class FloorSplit:
+    """The noise floor split into judge inconsistency and sampling noise.
+
+    From control pairs judged twice: the judge's own variance is half the mean squared
+    difference between the two judgements of the same pair; the rest of the control's
+    retention variance is sampling. The floor is split in proportion to the two
+    variances (they add in variance, so this is an apportionment, not an identity).
+    """
+
+    judge: float
+    sampling: float
+    judge_sd: float
+    total_sd: float
+    n_pairs: int
+
+
+def split_noise_floor(
+    first: ArrayLike, second: ArrayLike, *, floor: float, all_control: ArrayLike | None = None
+) -> FloorSplit | None:
+    """Apportion `floor` using per-pair uncapped control retention judged twice.
+
+    `first`/`second` are the two judgements of the same pairs (aligned); `all_control`
+    is every control retention (default: `first`) for the total variance.
+    """
+    a, b = _as_float(first), _as_float(second)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    total = _as_float(all_control if all_control is not None else a)
+    total = total[np.isfinite(total)]
+    if a.size < 2 or total.size < 2:
+        return None
+    judge_var = float(np.mean((a - b) ** 2) / 2)
+    total_var = float(np.var(total, ddof=1))
+    share = 1.0 if total_var <= 0 and judge_var > 0 else 0.0
+    if total_var > 0:
+        share = min(judge_var / total_var, 1.0)
+    floor = max(floor, 0.0)
+    return FloorSplit(
+        judge=floor * share,
+        sampling=floor * (1 - share),
+        judge_sd=math.sqrt(judge_var),
+        total_sd=math.sqrt(max(total_var, 0.0)),
+        n_pairs=int(a.size),
+    )
+
+
+def rankdata(values: ArrayLike) -> Array:
+    """Ranks 1..n with ties given their average rank."""
+    x = _as_float(values)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(x.size, dtype=float)
+    ranks[order] = np.arange(1, x.size + 1, dtype=float)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return np.asarray(sums[inverse] / counts[inverse], dtype=float)
+
+
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
+    """Spearman rank correlation; NaN when either side is constant or n < 3."""
+    a, b = _as_float(x), _as_float(y)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    if a.size < 3:
+        return math.nan
+    ra, rb = rankdata(a), rankdata(b)
+    if np.std(ra) == 0 or np.std(rb) == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
