@@ -51,7 +51,9 @@ def _text_blocks(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
     return [
-        str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+        str(b.get("text", ""))
+        for b in content or []
+        if isinstance(b, dict) and b.get("type") == "text"
     ]
 
 
@@ -95,7 +97,8 @@ def fake_answer(body: dict[str, Any], rng: random.Random) -> str:
     """The extractive answer: the context sentences most relevant to the question.
 
     At temperature 0 the two best sentences (ties broken by position). At temperature > 0
-    the number of sentences (1-3) and the order among near-ties are drawn from `rng`.
+    the number of sentences (1-3) and the order among near-ties are drawn from `rng`, so a
+    sampled answer may miss a second fact or carry an unrelated sentence.
     """
     question, passages = split_prompt(body)
     q_terms = content_terms(question)
@@ -111,9 +114,15 @@ def fake_answer(body: dict[str, Any], rng: random.Random) -> str:
             keep = 1
         elif draw > 1 - 0.3 * temperature:
             keep = 3
+    # Greedy answers use only sentences that share words with the question; sampled ones
+    # rank every sentence with noise, so a near-tie or an unrelated neighbour can slip in.
+    pool = range(len(candidates)) if temperature > 0 else [i for i, o in enumerate(overlaps) if o]
     ranked = sorted(
-        (i for i, o in enumerate(overlaps) if o > 0),
-        key=lambda i: (-(overlaps[i] + (rng.uniform(0, 1.1 * temperature) if temperature else 0)), i),
+        pool,
+        key=lambda i: (
+            -(overlaps[i] + (rng.uniform(0, 1.1 * temperature) if temperature else 0)),
+            i,
+        ),
     )
     chosen = sorted(ranked[:keep])
     return " ".join(candidates[i] for i in chosen)
@@ -191,7 +200,7 @@ def _default_for(schema: dict[str, Any]) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     if kind == "object":
         return conform({}, schema)
@@ -226,7 +235,8 @@ def fake_judge(sections: dict[str, str], rng: random.Random, noise: float) -> di
     """The judge object: each answer graded by agreement with the reference, plus noise."""
 
     def grade(answer: str) -> int:
-        return int(round(min(100.0, max(0.0, score(answer, sections["reference"]) + rng.gauss(0, noise)))))
+        noisy = score(answer, sections["reference"]) + rng.gauss(0, noise)
+        return round(min(100.0, max(0.0, noisy)))
 
     grade_a = grade(sections["answer_a"])
     grade_b = grade(sections["answer_b"])

