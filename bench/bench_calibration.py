@@ -1,0 +1,92 @@
+"""Bench: wall time of a calibration against the loopback server vs the ideal.
+
+The server answers every call after a fixed latency (default 200 ms). With `concurrency`
+workers the ideal wall time of the model calls is calls x latency / concurrency; what
+the flow adds on top is compression, Prefect bookkeeping, Parquet and fsync'd ledger
+writes. The second figure is a fully cached rerun (0 calls), i.e. the cost of "never pay
+twice" when nothing changed.
+
+Usage: .venv/bin/python bench/bench_calibration.py [--latency 0.2] [--concurrency 8]
+Prints figures; asserts nothing (timing goals are not tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--tasks-per-class", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--judge", choices=("metric", "llm", "both"), default="llm")
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="tokenlens-bench-"))
+    os.environ.setdefault("PREFECT_HOME", str(root / "prefect"))
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+
+    from prefect import flow
+
+    from flows.calibrate import calibrate
+    from tokenlens.config import CalibrationConfig
+    from tokenlens.testing import FakeAnthropic
+
+    @flow(name="bench-warmup")
+    def warmup() -> None:
+        """Start Prefect's ephemeral server before timing anything."""
+
+    started = time.perf_counter()
+    warmup()
+    print(f"prefect start-up (not counted): {time.perf_counter() - started:.1f} s")
+
+    with FakeAnthropic(seed=3, latency_s=args.latency) as server:
+        os.environ["ANTHROPIC_BASE_URL"] = server.base_url
+        os.environ["ANTHROPIC_API_KEY"] = "sk-ant-bench-dummy"
+        config = CalibrationConfig(
+            backend="anthropic",
+            model="claude-haiku-4-5",
+            max_tasks_per_class=args.tasks_per_class,
+            methods=("safe", "minify", "dedup", "prune", "select"),
+            rates=(0.6,),
+            repeats=args.repeats,
+            judge=args.judge,
+            concurrency=args.concurrency,
+            max_tokens=1024,
+            store=root / "store",
+            reports=root / "reports",
+        )
+        started = time.perf_counter()
+        first = calibrate(config)
+        wall = time.perf_counter() - started
+        calls = len(server.calls())
+        ideal = calls * args.latency / args.concurrency
+
+        started = time.perf_counter()
+        again = calibrate(config)
+        cached = time.perf_counter() - started
+        rerun_calls = len(server.calls()) - calls
+
+    print(
+        f"calibration: {calls} calls at {1000 * args.latency:.0f} ms latency, "
+        f"concurrency {args.concurrency}"
+    )
+    print(f"  wall time      {wall:7.2f} s")
+    print(f"  ideal          {ideal:7.2f} s  (calls x latency / concurrency)")
+    print(f"  overhead       {wall - ideal:7.2f} s  ({wall / ideal:.2f}x ideal)")
+    print(f"cached rerun:    {cached:7.2f} s, {rerun_calls} calls, {again['new_calls']} new")
+    print(f"policy: {first['policy_path']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The `calibrate` flow end to end against the loopback Anthropic server.
+
+Acceptance points: a full run writes Parquet for every stage, a policy and the UI
+artifacts; a rerun makes no model call; adding a rate only pays for that rate's cells;
+20 % injected 429/529/500 faults still give every cell; a spend cap stops and resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from flows.calibrate import (
+    KEY_CURVE,
+    KEY_POLICY,
+    KEY_PROGRESS,
+    KEY_REPORT,
+    KEY_SPEND,
+    KEY_TABLE,
+    calibrate,
+)
+from tokenlens import tables
+from tokenlens.errors import SpendLimitReached
+from tokenlens.policy import load_policy
+from tokenlens.testing import FakeAnthropic
+
+pytestmark = pytest.mark.slow
+
+SCHEMAS = {
+    "tasks": tables.TASKS,
+    "compressions": tables.COMPRESSIONS,
+    "answers": tables.ANSWERS,
+    "grades": tables.GRADES,
+    "curve": tables.CURVE,
+}
+
+
+def answer_calls(server: FakeAnthropic) -> list[Any]:
+    return [r for r in server.calls() if r.status == 200 and not r.is_judge]
+
+
+def judge_calls(server: FakeAnthropic) -> list[Any]:
+    return [r for r in server.calls() if r.status == 200 and r.is_judge]
+
+
+def read_artifact(key: str) -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    assert found, f"no artifact with key {key}"
+    return found[0]
+
+
+def distinct_answer_keys(store: Path) -> set[str]:
+    rows = pq.read_table(store).to_pylist()
+    return {r["call_key"] for r in rows if r["call_key"]}
+
+
+def test_full_run_then_rerun_makes_no_calls(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any
+) -> None:
+    config = make_config(judge="both")
+    result = calibrate(config)
+
+    run_dir = Path(result["store"])
+    for name, schema in SCHEMAS.items():
+        table = pq.read_table(run_dir / f"{name}.parquet")
+        assert table.schema.remove_metadata().equals(schema), name
+        assert table.num_rows > 0, name
+    answers = pq.read_table(run_dir / "answers.parquet").to_pylist()
+    grades = pq.read_table(run_dir / "grades.parquet").to_pylist()
+    assert not [a for a in answers if a["error"]]
+    assert not [g for g in grades if g["error"]]
+    # 4 tasks x 2 repeats x (baseline + control + 3 arms) answers; every pair by both judges.
+    assert len(answers) == 4 * 2 * 5
+    assert len(grades) == 2 * 4 * 2 * 4
+    assert {g["judge"] for g in grades} == {"metric", "claude-haiku-4-5"}
+
+    # Every model call the server answered is exactly one ledger entry: nothing paid twice.
+    ledger = pq.read_table(result["ledger"]).to_pylist()
+    assert len(ledger) == len(anthropic.calls())
+    assert len(answer_calls(anthropic)) == len(distinct_answer_keys(run_dir / "answers.parquet"))
+    assert {r["kind"] for r in ledger} == {"answer", "judge"}
+
+    policy = load_policy(result["policy_path"])
+    assert set(policy.classes) == {"extraction", "numeric-reasoning"}
+    latest = json.loads((config.reports / "policy" / "latest.json").read_text())
+    assert latest["calibration_id"] == policy.calibration_id == result["calibration_id"]
+    assert Path(result["report_path"]).is_file()
+    assert result["exit_code"] in (0, 4)
+
+    assert read_artifact(KEY_CURVE).type == "table"
+    policy_md = read_artifact(KEY_POLICY)
+    assert policy_md.type == "markdown"
+    for entry in policy.classes.values():
+        assert entry.reason in policy_md.data
+    assert read_artifact(KEY_PROGRESS).data == 100.0
+    assert "Spent this run" in read_artifact(KEY_SPEND).data
+    assert read_artifact(KEY_REPORT).type == "markdown"  # link artifacts render as markdown
+    for name in SCHEMAS:
+        assert f"{name}.parquet" in read_artifact(KEY_TABLE.format(name=name)).data
+
+    seen = len(anthropic.calls())
+    again = calibrate(config)
+    assert len(anthropic.calls()) == seen  # the rerun made no model call at all
+    assert again["new_calls"] == 0
+    assert again["policy_lines"] == result["policy_lines"]
+    assert pq.read_table(run_dir / "grades.parquet").to_pylist() == grades
+
+
+def test_adding_a_rate_pays_only_for_its_cells(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any
+) -> None:
+    first = calibrate(make_config(methods=("safe", "prune", "select"), rates=(0.6,)))
+    before = len(anthropic.calls())
+    second = calibrate(make_config(methods=("safe", "prune", "select"), rates=(0.6, 0.4)))
+    new_requests = anthropic.calls()[before:]
+
+    answers = pq.read_table(Path(second["store"]) / "answers.parquet").to_pylist()
+    old_keys = distinct_answer_keys(Path(first["store"]) / "answers.parquet")
+    new_cells = [a for a in answers if a["arm"] in ("prune@0.4", "select@0.4")]
+    expected = {a["call_key"] for a in new_cells} - old_keys
+    assert expected and len(new_requests) == len(expected)
+    # ...and each new request is a compressed body of a 0.4 arm, not anything else.
+    compressions = pq.read_table(Path(second["store"]) / "compressions.parquet").to_pylist()
+    new_bodies = [
+        json.loads(c["body_json"])["messages"]
+        for c in compressions
+        if c["arm"] in ("prune@0.4", "select@0.4")
+    ]
+    for request in new_requests:
+        assert request.body["messages"] in new_bodies
+
+
+def test_twenty_percent_faults_still_give_every_cell(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any
+) -> None:
+    anthropic.set_fault_rate(0.2, kinds=("429", "529", "500"), seed=7)
+    result = calibrate(make_config(judge="llm"))
+    faults = [r for r in anthropic.calls() if r.status != 200]
+    assert len(faults) >= 5  # the faults really happened
+    answers = pq.read_table(Path(result["store"]) / "answers.parquet").to_pylist()
+    grades = pq.read_table(Path(result["store"]) / "grades.parquet").to_pylist()
+    assert len(answers) == 4 * 2 * 5 and not [a for a in answers if a["error"]]
+    assert len(grades) == 4 * 2 * 4 and not [g for g in grades if g["error"]]
+    assert all(g["grade_clear"] is not None for g in grades)
+
+
+def test_spend_cap_stops_keeps_and_resumes(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any
+) -> None:
+    capped = make_config(max_spend=0.01, concurrency=1)
+    with pytest.raises(SpendLimitReached, match="higher --max-spend"):
+        calibrate(capped)
+    paid = len(anthropic.calls())
+    assert 0 < paid < 4 * 2 * 5
+    result = calibrate(make_config(concurrency=1))
+    unique = distinct_answer_keys(Path(result["store"]) / "answers.parquet")
+    assert len(anthropic.calls()) == len(unique)  # the first run's calls were not repeated

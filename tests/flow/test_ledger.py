@@ -1,0 +1,188 @@
+"""The call ledger: keys, durability, compaction, caching through LedgerClient, spend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tokenlens.errors import ModelCallError, SpendLimitReached
+from tokenlens.ledger import Ledger, LedgerClient, SpendMeter, call_key
+from tokenlens.models.base import Completion, CompletionRequest, Message, Usage
+from tokenlens.models.retry import TruncatedOutputError
+from tokenlens.tables import CALLS
+
+
+def request(
+    text: str = "hello", *, seed: int = 0, model: str = "claude-haiku-4-5"
+) -> CompletionRequest:
+    return CompletionRequest(
+        model=model, messages=(Message(role="user", content=text),), max_tokens=64, seed=seed
+    )
+
+
+class CountingClient:
+    """A ModelClient that answers with a counter, optionally slowly or cut off."""
+
+    name = "counting"
+
+    def __init__(self, *, delay: float = 0.0, cost: float | None = 0.01, cut: bool = False):
+        self.calls = 0
+        self.delay = delay
+        self.cost = cost
+        self.cut = cut
+        self._lock = threading.Lock()
+
+    def complete(self, req: CompletionRequest) -> Completion:
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        time.sleep(self.delay)
+        completion = Completion(
+            text=f"answer {n} to {req.messages[-1].content}",
+            usage=Usage(input_tokens=10, output_tokens=5),
+            model=req.model,
+            stop_reason="max_tokens" if self.cut else "end_turn",
+            cost_usd=self.cost,
+            backend="counting",
+        )
+        if self.cut:
+            raise TruncatedOutputError("cut off", completion)
+        return completion
+
+
+def test_key_changes_with_everything_that_determines_a_call() -> None:
+    base = call_key("anthropic", request())
+    assert call_key("anthropic", request()) == base
+    variants = {
+        call_key("local", request()),
+        call_key("anthropic", request(seed=1)),
+        call_key("anthropic", request("hello!")),
+        call_key("anthropic", request(model="claude-sonnet-4-5")),
+        call_key("anthropic", request(), salt="judge-prompt:v1"),
+        call_key("anthropic", request().model_copy(update={"max_tokens": 65})),
+        call_key("anthropic", request().model_copy(update={"temperature": 0.5})),
+    }
+    assert base not in variants
+    assert len(variants) == 7
+
+
+def test_a_put_call_survives_a_new_process_view(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    req = request()
+    client = CountingClient()
+    completion = client.complete(req)
+    ledger.put(call_key("c", req), kind="answer", client="c", request=req, completion=completion)
+    # No close, no compact: what a SIGKILL leaves behind. A fresh instance must see it.
+    again = Ledger(tmp_path)
+    assert again.get(call_key("c", req)) == completion
+    assert len(list(tmp_path.glob("journal-*.jsonl"))) == 1
+
+
+def test_a_torn_last_journal_line_is_skipped(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    req = request()
+    ledger.put(
+        "k1", kind="answer", client="c", request=req, completion=CountingClient().complete(req)
+    )
+    journal = next(tmp_path.glob("journal-*.jsonl"))
+    with journal.open("a", encoding="utf-8") as handle:
+        handle.write('{"key": "k2", "kind": "ans')  # killed mid-write
+    again = Ledger(tmp_path)
+    assert "k1" in again and "k2" not in again
+
+
+def test_compaction_folds_journals_into_parquet(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    client = CountingClient()
+    for i in range(3):
+        req = request(f"q{i}")
+        ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+    path = ledger.compact()
+    assert not list(tmp_path.glob("journal-*.jsonl"))
+    table = pq.read_table(path)
+    assert table.schema.remove_metadata().equals(CALLS)
+    assert sorted(table.column("key").to_pylist()) == ["k0", "k1", "k2"]
+    reread = Ledger(tmp_path)
+    assert len(reread) == 3
+    assert reread.get("k1") == ledger.get("k1")
+
+
+def test_ledger_client_pays_once_per_key(tmp_path: Path) -> None:
+    inner = CountingClient()
+    client = LedgerClient(inner, Ledger(tmp_path))
+    first = client.complete(request())
+    assert client.complete(request()) == first
+    client.complete(request(seed=1))
+    assert inner.calls == 2
+    assert (client.stats.new, client.stats.cached) == (2, 1)
+    # A new process (new ledger view) does not pay again either.
+    again = LedgerClient(inner, Ledger(tmp_path))
+    assert again.complete(request()) == first
+    assert inner.calls == 2
+
+
+def test_concurrent_requests_for_one_key_make_one_call(tmp_path: Path) -> None:
+    inner = CountingClient(delay=0.2)
+    client = LedgerClient(inner, Ledger(tmp_path))
+    results: list[Completion] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(client.complete(request())))
+        for _ in range(5)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert inner.calls == 1
+    assert len({r.text for r in results}) == 1
+
+
+def test_a_cut_off_answer_is_kept_but_still_an_error(tmp_path: Path) -> None:
+    inner = CountingClient(cut=True)
+    client = LedgerClient(inner, Ledger(tmp_path))
+    with pytest.raises(TruncatedOutputError):
+        client.complete(request())
+    with pytest.raises(TruncatedOutputError) as again:
+        client.complete(request())
+    assert inner.calls == 1  # paid once, replayed as the same failure
+    assert isinstance(again.value.completion, Completion)
+
+
+def test_failed_calls_are_not_stored(tmp_path: Path) -> None:
+    class Failing:
+        name = "failing"
+
+        def complete(self, req: CompletionRequest) -> Completion:
+            raise ModelCallError("boom", retryable=True, status=500)
+
+    client = LedgerClient(Failing(), Ledger(tmp_path))
+    with pytest.raises(ModelCallError):
+        client.complete(request())
+    assert client.stats.failed == 1
+    assert len(client.ledger) == 0
+
+
+def test_spend_cap_stops_new_calls_but_not_cached_ones(tmp_path: Path) -> None:
+    inner = CountingClient(cost=0.5)
+    spend = SpendMeter(max_spend=1.0)
+    client = LedgerClient(inner, Ledger(tmp_path), spend=spend)
+    client.complete(request("a"))
+    client.complete(request("b"))
+    with pytest.raises(SpendLimitReached):
+        client.complete(request("c"))
+    assert inner.calls == 2
+    assert spend.spent == pytest.approx(1.0)
+    client.complete(request("a"))  # stored: still answered, costs nothing
+    assert inner.calls == 2
+
+
+def test_unpriced_calls_are_counted_not_priced(tmp_path: Path) -> None:
+    spend = SpendMeter(max_spend=0.01)
+    client = LedgerClient(CountingClient(cost=None), Ledger(tmp_path), spend=spend)
+    for i in range(3):
+        client.complete(request(str(i)))
+    assert (spend.spent, spend.unpriced_calls, spend.new_calls) == (0.0, 3, 3)

@@ -1,0 +1,98 @@
+"""A calibration killed with SIGKILL during sampling, then rerun, pays for no cell twice.
+
+How the kill is made exact: once some answers are in, the next `concurrency` requests are
+held by the server ("stall" fault) so every worker of the victim is blocked on a call
+that will never be answered; nothing else is in flight. Then SIGKILL. The stalled calls
+end as 504s when the connection drops. Total 200-answers across both runs must equal the
+number of unique answer cells: not one more.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from flows.calibrate import calibrate
+from tokenlens.testing import FakeAnthropic
+
+pytestmark = pytest.mark.slow
+
+CONCURRENCY = 2
+
+
+def ok_answers(server: FakeAnthropic) -> int:
+    return sum(1 for r in server.calls() if r.status == 200)
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_sigkill_during_sampling_then_rerun_pays_each_cell_once(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any, tmp_path: Path
+) -> None:
+    config = make_config(repeats=3, concurrency=CONCURRENCY)
+    anthropic.configure(latency_s=0.05, stall_s=120.0)
+    cli = [
+        sys.executable, "-m", "tokenlens", "calibrate",
+        "--backend", "anthropic", "--model", "claude-haiku-4-5",
+        "--classes", ",".join(config.classes),
+        "--max-tasks-per-class", "2",
+        "--methods", ",".join(config.methods),
+        "--rates", "0.6", "--repeats", "3", "--judge", "metric",
+        "--concurrency", str(CONCURRENCY), "--max-tokens", str(config.max_tokens),
+        "--store", str(config.store), "--reports", str(config.reports),
+    ]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    log = (tmp_path / "victim.log").open("w")
+    victim = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: ok_answers(anthropic) >= 12, 180, "the victim to start sampling")
+        anthropic.inject("stall", times=CONCURRENCY)
+        # Every worker is now stuck on a held request once no answer arrives for a while.
+        last = [ok_answers(anthropic), time.monotonic()]
+
+        def quiet() -> bool:
+            now = ok_answers(anthropic)
+            if now != last[0]:
+                last[:] = [now, time.monotonic()]
+            return time.monotonic() - last[1] > 1.5
+
+        wait_for(quiet, 60, "the victim's workers to block")
+        assert victim.poll() is None, "the victim finished before it could be killed"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        log.close()
+    wait_for(
+        lambda: sum(1 for r in anthropic.calls() if r.fault == "stall") == CONCURRENCY,
+        30,
+        "the held requests to end",
+    )
+    before_rerun = ok_answers(anthropic)
+    journals = list((config.store / "ledger").glob("journal-*.jsonl"))
+    assert journals, "the killed run left its journal behind"
+
+    anthropic.configure(latency_s=0.0)
+    result = calibrate(config)
+
+    answers = pq.read_table(Path(result["store"]) / "answers.parquet").to_pylist()
+    unique_cells = {a["call_key"] for a in answers}
+    assert len(answers) == 4 * 3 * 5 and not [a for a in answers if a["error"]]
+    assert ok_answers(anthropic) == len(unique_cells)  # not one more
+    assert result["new_calls"] == len(unique_cells) - before_rerun
+    assert not list((config.store / "ledger").glob("journal-*.jsonl"))  # compacted

@@ -1,0 +1,111 @@
+"""Bounded concurrent execution of model calls, with progress and a spend stop.
+
+Why not one Prefect task per call: thousands of tiny task runs cost more in API round
+trips than the calls themselves, and the ledger already makes each call idempotent. A
+stage runs its calls on a thread pool of `concurrency` workers and schedules the next call
+only when a worker is free, so it never queues more than it can send, and once the spend
+cap is reached it simply stops scheduling: calls in flight finish and are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from tokenlens.errors import SpendLimitReached
+from tokenlens.ledger import SpendMeter
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+
+
+class Progress(Protocol):
+    """Where a stage reports how far it got (terminal bar, Prefect artifact, or nothing)."""
+
+    def start(self, stage: str, total: int) -> None: ...
+
+    def advance(self, stage: str, done: int, total: int) -> None: ...
+
+    def finish(self, stage: str) -> None: ...
+
+
+class NoProgress:
+    def start(self, stage: str, total: int) -> None:
+        pass
+
+    def advance(self, stage: str, done: int, total: int) -> None:
+        pass
+
+    def finish(self, stage: str) -> None:
+        pass
+
+
+@dataclass
+class Outcome(Generic[K, R]):
+    """Results by key; `errors` holds exceptions by key; `skipped` were never scheduled."""
+
+    results: dict[K, R] = field(default_factory=dict)
+    errors: dict[K, BaseException] = field(default_factory=dict)
+    skipped: list[K] = field(default_factory=list)
+
+    @property
+    def stopped_by_spend(self) -> bool:
+        return bool(self.skipped)
+
+
+def run_bounded(
+    keys: Sequence[K],
+    fn: Callable[[K], R],
+    *,
+    concurrency: int,
+    spend: SpendMeter,
+    progress: Progress,
+    stage: str,
+) -> Outcome[K, R]:
+    """Run `fn(key)` for every key, at most `concurrency` at a time.
+
+    Exceptions become `errors[key]` (the stage turns them into error rows). A
+    `SpendLimitReached` stops scheduling; keys not yet started land in `skipped`.
+    """
+    outcome: Outcome[K, R] = Outcome()
+    total = len(keys)
+    progress.start(stage, total)
+    pending: dict[Future[R], K] = {}
+    queue = list(keys)
+    queue.reverse()
+    done = 0
+    stop = False
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=stage)
+    try:
+        while queue or pending:
+            while queue and not stop and len(pending) < concurrency:
+                if spend.exhausted:
+                    stop = True
+                    break
+                key = queue.pop()
+                pending[pool.submit(fn, key)] = key
+            if stop and not pending:
+                break
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in finished:
+                key = pending.pop(future)
+                exc = future.exception()
+                if isinstance(exc, SpendLimitReached):
+                    stop = True
+                    queue.append(key)
+                    continue
+                if exc is not None:
+                    outcome.errors[key] = exc
+                else:
+                    outcome.results[key] = future.result()
+                done += 1
+                progress.advance(stage, done, total)
+    finally:
+        # On an interrupt (Ctrl-C, SIGTERM) do not wait for calls in flight: each one that
+        # finishes is journaled by the ledger anyway, and the rest are simply not made.
+        pool.shutdown(wait=not pending, cancel_futures=True)
+    outcome.skipped = list(reversed(queue))
+    progress.finish(stage)
+    return outcome

@@ -1,0 +1,640 @@
+"""The six stages of a calibration, as plain functions (the Prefect flow only wraps them).
+
+load tasks -> compress per arm -> sample answers -> judge pairs -> aggregate -> publish.
+
+Each stage writes its table (schemas in `tokenlens.tables`) under the run's store folder
+and returns plain rows for the next one. Every model call goes through a `LedgerClient`,
+so a stage rerun pays only for calls the ledger does not hold. Failures become error rows
+with the reason (a failed answer is never graded, a bad grade never becomes a number);
+running out of budget stops scheduling and raises `SpendLimitReached` after the stage
+has kept everything it finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokenlens import tables
+from tokenlens.calibration.cells import (
+    BASELINE_SAMPLE,
+    CLEAR,
+    SECOND_SAMPLE,
+    AnswerCell,
+    PairCell,
+    answer_cells,
+    pair_cells,
+    sample_seed,
+)
+from tokenlens.calibration.runner import NoProgress, Progress, run_bounded
+from tokenlens.calibration.store import Store
+from tokenlens.compress.arms import CONTROL, Arm, build_ladder
+from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
+from tokenlens.errors import (
+    ArmUnavailable,
+    CompressionError,
+    JudgeError,
+    ModelCallError,
+    SpendLimitReached,
+)
+from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
+from tokenlens.models.base import CompletionRequest, ModelClient
+from tokenlens.tasks import CalibrationTask, load_tasks
+from tokenlens.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from tokenlens.decide import Curve
+    from tokenlens.policy import Policy
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+
+#: Bump when the compressed-body cache key recipe changes.
+COMPRESS_CACHE_VERSION = 1
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class Calibration:
+    """What the stages of one run share: settings, store, ledger, clients, spend."""
+
+    config: CalibrationConfig
+    store: Store
+    ledger: Ledger
+    spend: SpendMeter
+    answer_client: LedgerClient
+    judge_clients: dict[str, Any]  # judge name -> Judge (MetricJudge / LLMJudge)
+    model: str
+    backend: str
+    progress: Progress = field(default_factory=NoProgress)
+
+    @property
+    def arms(self) -> list[Arm]:
+        return build_ladder(self.config.methods, self.config.rates)
+
+
+def answer_model(config: CalibrationConfig, client: ModelClient) -> str:
+    """The model id answers are requested from (the client's, else the config's)."""
+    return str(getattr(client, "model", None) or config.model or DEFAULT_ANTHROPIC_MODEL)
+
+
+def run_id(config: CalibrationConfig, tasks: list[CalibrationTask], model: str) -> str:
+    """The id of a run's tables: what was measured, with which model, how."""
+    from tokenlens.decide import calibration_id
+
+    arms = build_ladder(config.methods, config.rates)
+    return calibration_id(
+        tasks=tasks,
+        arms=arms,
+        models={"answer": model, "judge": judge_name_for(config, model)},
+        settings={
+            "backend": config.resolved_backend(),
+            "repeats": config.repeats,
+            "max_tokens": config.max_tokens,
+            "temperature": config.temperature,
+            "judge": config.judge,
+            "judge_both_orders": config.judge_both_orders,
+            "judge_twice": config.judge_twice,
+            "tolerance": config.tolerance,
+            "mode": config.mode,
+            "llmlingua_model": config.llmlingua_model,
+            "seed": config.seed,
+        },
+    )
+
+
+def judge_name_for(config: CalibrationConfig, model: str) -> str:
+    """The judge that decides: the LLM judge when there is one, else the metric."""
+    if config.judge == "metric":
+        return "metric"
+    return config.judge_model or model
+
+
+# --------------------------------------------------------------------------- 1. load
+
+
+def task_hash(task: CalibrationTask) -> str:
+    return hashlib.sha256(task.model_dump_json().encode("utf-8")).hexdigest()
+
+
+def select_tasks(config: CalibrationConfig) -> list[CalibrationTask]:
+    """The run's tasks: the file's, filtered by class, capped per class in file order."""
+    tasks = load_tasks(config.tasks, classes=config.classes)
+    if config.max_tasks_per_class is None:
+        return tasks
+    kept: list[CalibrationTask] = []
+    per_class: dict[str, int] = {}
+    for task in tasks:
+        if per_class.get(task.task_class, 0) < config.max_tasks_per_class:
+            kept.append(task)
+            per_class[task.task_class] = per_class.get(task.task_class, 0) + 1
+    return kept
+
+
+def load_stage(
+    config: CalibrationConfig, store: Store, tasks: list[CalibrationTask], model: str
+) -> list[Row]:
+    """Write the TASKS table (id, class, content hash, cleartext body, tokens)."""
+    rows = []
+    for task in tasks:
+        body = task.to_request(model=model, max_tokens=config.max_tokens)
+        rows.append(
+            {
+                "task_id": task.id,
+                "task_class": task.task_class,
+                "content_hash": task_hash(task),
+                "request_json": json.dumps(body, sort_keys=True),
+                "tokens": request_tokens(body),
+            }
+        )
+    store.write("tasks", rows, tables.TASKS)
+    return rows
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    """Estimated prompt tokens of a Messages body (system + every text block)."""
+    from tokenlens.judge import render_request_text
+
+    return estimate_tokens(render_request_text(body))
+
+
+# --------------------------------------------------------------------------- 2. compress
+
+
+def compress_key(body: dict[str, Any], arm: Arm, settings: Any) -> str:
+    """What determines a compressed body: the input body, the arm and the settings."""
+    material = {
+        "v": COMPRESS_CACHE_VERSION,
+        "body": body,
+        "arm": arm.key,
+        "settings": settings.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+    """Compress every task's body with every arm; reuse bodies already computed.
+
+    An arm that cannot run here (e.g. LLMLingua-2 without its weights) is recorded as
+    `unavailable` with the reason for every task; it is never replaced by another rung.
+    """
+    from tokenlens.compress import CompressSettings, compress_request
+
+    settings = CompressSettings(llmlingua_model=cal.config.llmlingua_model)
+    previous = {row["cache_key"]: row for row in cal.store.read("compressions")}
+    unavailable: dict[str, str] = {}
+    rows: list[Row] = []
+    arms = cal.arms
+    total = len(tasks) * len(arms)
+    cal.progress.start("compress", total)
+    done = 0
+    for task in tasks:
+        body = task.to_request(model=cal.model, max_tokens=cal.config.max_tokens)
+        for arm in arms:
+            key = compress_key(body, arm, settings)
+            base: Row = {
+                "task_id": task.id,
+                "task_class": task.task_class,
+                "arm": arm.key,
+                "method": arm.method,
+                "rate": arm.rate,
+                "cache_key": key,
+            }
+            cached = previous.get(key)
+            if cached is not None and cached["status"] == "ok":
+                rows.append({**cached, **base})
+            elif arm.key in unavailable:
+                rows.append(_failed_compression(base, "unavailable", unavailable[arm.key]))
+            else:
+                try:
+                    result = compress_request(body, arm, settings=settings)
+                except ArmUnavailable as exc:
+                    unavailable[arm.key] = str(exc)
+                    log.warning("arm %s unavailable: %s", arm.key, exc)
+                    rows.append(_failed_compression(base, "unavailable", str(exc)))
+                except CompressionError as exc:
+                    rows.append(_failed_compression(base, "error", str(exc)))
+                else:
+                    rows.append(
+                        {
+                            **base,
+                            "status": "ok",
+                            "reason": None,
+                            "body_json": json.dumps(result.body, sort_keys=True),
+                            "original_tokens": result.original_tokens,
+                            "compressed_tokens": result.compressed_tokens,
+                            "reduction": result.reduction,
+                            "eligible_blocks": result.eligible_blocks,
+                            "total_blocks": result.total_blocks,
+                            "elapsed_ms": result.elapsed_ms,
+                        }
+                    )
+            done += 1
+            cal.progress.advance("compress", done, total)
+    cal.progress.finish("compress")
+    cal.store.write("compressions", rows, tables.COMPRESSIONS)
+    return rows
+
+
+def _failed_compression(base: Row, status: str, reason: str) -> Row:
+    return {
+        **base,
+        "status": status,
+        "reason": reason,
+        "body_json": None,
+        "original_tokens": None,
+        "compressed_tokens": None,
+        "reduction": None,
+        "eligible_blocks": None,
+        "total_blocks": None,
+        "elapsed_ms": None,
+    }
+
+
+def unavailable_arms(compressions: list[Row]) -> dict[str, str]:
+    """Arms that could not run at all here, with the reason (for the report)."""
+    return {r["arm"]: r["reason"] for r in compressions if r["status"] == "unavailable"}
+
+
+# --------------------------------------------------------------------------- 3. sample
+
+
+@dataclass(frozen=True)
+class AnswerPlan:
+    """The request of every answer cell, and the cells that could not be asked."""
+
+    requests: dict[AnswerCell, CompletionRequest]
+    blocked: dict[AnswerCell, str]  # cell -> why no request (arm failed to compress)
+
+
+def plan_answers(
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+) -> AnswerPlan:
+    """Build the request of every answer cell (see `tokenlens.calibration.cells`)."""
+    config = cal.config
+    by_cell = {(r["task_id"], r["arm"]): r for r in compressions}
+    arm_keys = [arm.key for arm in cal.arms if not _never_ran(compressions, arm.key)]
+    requests: dict[AnswerCell, CompletionRequest] = {}
+    blocked: dict[AnswerCell, str] = {}
+    bodies = {t.id: t.to_request(model=cal.model, max_tokens=config.max_tokens) for t in tasks}
+    for cell in answer_cells([t.id for t in tasks], [CONTROL, *arm_keys], config.repeats):
+        body = bodies[cell.task_id]
+        if cell.arm not in (CLEAR, CONTROL):
+            row = by_cell[(cell.task_id, cell.arm)]
+            if row["status"] != "ok":
+                blocked[cell] = f"compression {row['status']}: {row['reason']}"
+                continue
+            body = json.loads(row["body_json"])
+        requests[cell] = CompletionRequest.from_body(
+            body,
+            model=cal.model,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            seed=sample_seed(config.seed, cell.replicate, cell.sample),
+        )
+    return AnswerPlan(requests, blocked)
+
+
+def _never_ran(compressions: list[Row], arm: str) -> bool:
+    rows = [r for r in compressions if r["arm"] == arm]
+    return bool(rows) and all(r["status"] == "unavailable" for r in rows)
+
+
+def sample_stage(
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+) -> list[Row]:
+    """Obtain every answer (ledger first), at most `concurrency` calls at a time."""
+    plan = plan_answers(cal, tasks, compressions)
+    client = cal.answer_client
+    keys = {cell: client.key(request) for cell, request in plan.requests.items()}
+    unique: dict[str, CompletionRequest] = {}
+    for cell, request in plan.requests.items():
+        unique.setdefault(keys[cell], request)
+    if cal.config.batch and cal.backend == "anthropic":
+        from tokenlens.calibration.batching import complete_in_batch
+
+        complete_in_batch(client, [r for k, r in unique.items() if k not in cal.ledger])
+    outcome = run_bounded(
+        list(unique),
+        lambda key: client.complete(unique[key]),
+        concurrency=cal.config.concurrency,
+        spend=cal.spend,
+        progress=cal.progress,
+        stage="sample",
+    )
+    task_class = {t.id: t.task_class for t in tasks}
+    rows: list[Row] = []
+    for cell, request in plan.requests.items():
+        key = keys[cell]
+        row: Row = {
+            "task_id": cell.task_id,
+            "task_class": task_class[cell.task_id],
+            "arm": cell.arm,
+            "replicate": cell.replicate,
+            "sample": cell.sample,
+            "seed": request.seed,
+            "call_key": key,
+            "text": None,
+            "stop_reason": None,
+            "input_tokens": None,
+            "output_tokens": None,
+            "cost_usd": None,
+            "latency_s": None,
+            "error": None,
+        }
+        if key in outcome.results:
+            completion = outcome.results[key]
+            row.update(_completion_fields(completion))
+        elif key in outcome.errors:
+            exc = outcome.errors[key]
+            row["error"] = _describe(exc)
+            paid = getattr(exc, "completion", None)
+            if paid is not None:
+                row.update(_completion_fields(paid))
+        else:
+            row["error"] = "not run: max spend reached"
+        rows.append(row)
+    for cell, reason in plan.blocked.items():
+        rows.append(
+            {
+                "task_id": cell.task_id,
+                "task_class": task_class[cell.task_id],
+                "arm": cell.arm,
+                "replicate": cell.replicate,
+                "sample": cell.sample,
+                "seed": sample_seed(cal.config.seed, cell.replicate, cell.sample),
+                "call_key": "",
+                "text": None,
+                "stop_reason": None,
+                "input_tokens": None,
+                "output_tokens": None,
+                "cost_usd": None,
+                "latency_s": None,
+                "error": reason,
+            }
+        )
+    cal.store.write("answers", rows, tables.ANSWERS)
+    cal.ledger.compact()
+    if outcome.stopped_by_spend:
+        raise spend_stop(cal, "sampling", len(outcome.skipped))
+    return rows
+
+
+def _completion_fields(completion: Any) -> Row:
+    return {
+        "text": completion.text,
+        "stop_reason": completion.stop_reason,
+        "input_tokens": completion.usage.input_tokens,
+        "output_tokens": completion.usage.output_tokens,
+        "cost_usd": completion.cost_usd,
+        "latency_s": completion.latency_s,
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    kind = type(exc).__name__
+    return f"{kind}: {exc}" if isinstance(exc, ModelCallError | JudgeError) else repr(exc)
+
+
+def spend_stop(cal: Calibration, stage: str, skipped: int) -> SpendLimitReached:
+    """The error that ends a run at its spend cap, saying how to continue."""
+    return SpendLimitReached(
+        f"max spend ${cal.config.max_spend:.2f} reached during {stage}: "
+        f"${cal.spend.spent:.4f} spent on {cal.spend.new_calls} new calls this run; "
+        f"{skipped} calls were not made. Everything finished is stored in "
+        f"{cal.ledger.root}. To continue, run the same command again with a higher "
+        "--max-spend (or none): stored calls are reused, not paid again."
+    )
+
+
+# --------------------------------------------------------------------------- 4. judge
+
+
+def judge_stage(
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[Row],
+    answers: list[Row],
+) -> list[Row]:
+    """Grade every (baseline, second answer) pair with every configured judge."""
+    config = cal.config
+    by_task = {t.id: t for t in tasks}
+    comp = {(r["task_id"], r["arm"]): r for r in compressions}
+    ans = {(r["task_id"], r["arm"], r["replicate"], r["sample"]): r for r in answers}
+    arm_keys = [arm.key for arm in cal.arms if not _never_ran(compressions, arm.key)]
+    pairs = pair_cells([t.id for t in tasks], [CONTROL, *arm_keys], config.repeats)
+    originals = {t.id: t.to_request(model=cal.model, max_tokens=config.max_tokens) for t in tasks}
+    from tokenlens.judge import render_request_text
+
+    request_text = {tid: render_request_text(body) for tid, body in originals.items()}
+    clear_tokens = {tid: request_tokens(body) for tid, body in originals.items()}
+
+    jobs: list[tuple[str, int, PairCell]] = []
+    for judge_name in cal.judge_clients:
+        for pair in pairs:
+            jobs.append((judge_name, 0, pair))
+            if config.judge_twice and pair.arm == CONTROL and judge_name != "metric":
+                jobs.append((judge_name, 1, pair))
+
+    def base_row(judge_name: str, judge_pass: int, pair: PairCell) -> Row:
+        task = by_task[pair.task_id]
+        arm = Arm.parse(pair.arm)
+        c = comp.get((pair.task_id, pair.arm))
+        tokens = clear_tokens[pair.task_id]
+        return {
+            "task_id": task.id,
+            "task_class": task.task_class,
+            "arm": pair.arm,
+            "method": arm.method,
+            "rate": arm.rate,
+            "replicate": pair.replicate,
+            "judge": judge_name,
+            "grade_clear": None,
+            "grade_comp": None,
+            "reduction": 0.0 if pair.arm == CONTROL else (c or {}).get("reduction"),
+            "tokens_clear": (c or {}).get("original_tokens") or tokens,
+            "tokens_comp": tokens if pair.arm == CONTROL else (c or {}).get("compressed_tokens"),
+            "note": None,
+            "error": None,
+            "judge_pass": judge_pass,
+        }
+
+    def grade(job: tuple[str, int, PairCell]) -> Row:
+        judge_name, judge_pass, pair = job
+        row = base_row(judge_name, judge_pass, pair)
+        first = ans.get((pair.task_id, CLEAR, pair.replicate, BASELINE_SAMPLE))
+        second = ans.get((pair.task_id, pair.arm, pair.replicate, SECOND_SAMPLE))
+        problem = _answer_problem("cleartext answer", first) or _answer_problem(
+            "second answer" if pair.arm == CONTROL else "compressed answer", second
+        )
+        if problem:
+            row["error"] = problem
+            return row
+        assert first is not None and second is not None
+        judge = cal.judge_clients[judge_name]
+        if judge_pass:
+            judge = judge.again
+        result = judge.grade_pair(
+            case_key=pair.case_key,
+            original_request_text=request_text[pair.task_id],
+            reference=by_task[pair.task_id].reference,
+            answer_clear=first["text"],
+            answer_comp=second["text"],
+            both_orders=config.judge_both_orders,
+        )
+        row.update(grade_clear=result.grade_clear, grade_comp=result.grade_comp, note=result.note)
+        return row
+
+    outcome = run_bounded(
+        list(range(len(jobs))),
+        lambda i: grade(jobs[i]),
+        concurrency=config.concurrency,
+        spend=cal.spend,
+        progress=cal.progress,
+        stage="judge",
+    )
+    rows: list[Row] = []
+    for i, job in enumerate(jobs):
+        if i in outcome.results:
+            rows.append(outcome.results[i])
+        else:
+            row = base_row(*job)
+            exc = outcome.errors.get(i)
+            row["error"] = _describe(exc) if exc else "not judged: max spend reached"
+            rows.append(row)
+    cal.store.write("grades", rows, tables.GRADES)
+    cal.ledger.compact()
+    if outcome.stopped_by_spend:
+        raise spend_stop(cal, "judging", len(outcome.skipped))
+    return rows
+
+
+def _answer_problem(what: str, row: Row | None) -> str | None:
+    if row is None:
+        return f"{what} missing"
+    if row["error"]:
+        return f"{what} failed: {row['error']}"
+    return None
+
+
+class LedgerJudge:
+    """A judge whose calls go through the ledger, salted with the judge prompt version.
+
+    `again` is the same judge with a second salt, for --judge-twice: the repeated
+    judgement of a control pair is a distinct call, never the cached first one.
+    """
+
+    def __init__(self, make: Callable[[str], Any], salt: str):
+        self._make = make
+        self._salt = salt
+        self._judge = make(salt)
+        self.name = self._judge.name
+        self.again = make(salt + "|pass:1")
+
+    def grade_pair(self, **kwargs: Any) -> Any:
+        return self._judge.grade_pair(**kwargs)
+
+
+def build_judges(
+    config: CalibrationConfig,
+    *,
+    answer_client: ModelClient,
+    model: str,
+    ledger: Ledger,
+    spend: SpendMeter,
+    on_call: Callable[[bool, Any], None] | None = None,
+) -> dict[str, Any]:
+    """The judges a run uses, by name; LLM judge calls go through the ledger."""
+    from tokenlens.judge import JUDGE_PROMPT_VERSION, LLMJudge, MetricJudge
+
+    judges: dict[str, Any] = {}
+    if config.judge in ("metric", "both"):
+        judges["metric"] = MetricJudge()
+    if config.judge in ("llm", "both"):
+        judge_model = config.judge_model or model
+        inner = answer_client
+
+        def make(salt: str) -> LLMJudge:
+            client = LedgerClient(
+                inner, ledger, kind="judge", salt=salt, spend=spend, on_call=on_call
+            )
+            return LLMJudge(client, judge_model)
+
+        llm = LedgerJudge(make, f"judge-prompt:{JUDGE_PROMPT_VERSION}")
+        judges[llm.name] = llm
+    return judges
+
+
+# --------------------------------------------------------------------------- 5-6.
+
+
+def aggregate_stage(cal: Calibration, grades: list[Row]) -> Curve:
+    """Grades -> the per-class curve of the deciding judge (written as `curve`)."""
+    import pandas as pd
+
+    from tokenlens.decide import aggregate
+
+    df = pd.DataFrame(grades, columns=tables.GRADES.names)
+    curve = aggregate(
+        df,
+        tolerance=cal.config.tolerance,
+        mode=cal.config.mode,
+        judge=judge_name_for(cal.config, cal.model),
+        seed=cal.config.seed,
+    )
+    cal.store.write_table("curve", curve.to_arrow())
+    return curve
+
+
+@dataclass(frozen=True)
+class Published:
+    policy: Policy
+    policy_path: Path
+    report_path: Path
+    exit_code: int
+
+
+def publish_stage(
+    cal: Calibration,
+    curve: Curve,
+    grades: list[Row],
+    requested: list[str] | None,
+) -> Published:
+    """Decide, write the policy (`<reports>/policy/<id>.json` + latest) and the report."""
+    import pandas as pd
+
+    from tokenlens.decide import decide, exit_code, judge_agreement
+    from tokenlens.policy import write_policy
+    from tokenlens.report import write_report
+
+    policy = decide(
+        curve,
+        calibration_id=cal.store.run_id,
+        model=cal.model,
+        requested_classes=requested,
+    )
+    reports = Path(cal.config.reports)
+    policy_path = write_policy(policy, reports / "policy")
+    agreement = None
+    judges = list(cal.judge_clients)
+    if len(judges) == 2:
+        deciding = judge_name_for(cal.config, cal.model)
+        other = next(name for name in judges if name != deciding)
+        agreement = judge_agreement(
+            pd.DataFrame(grades, columns=tables.GRADES.names),
+            judges=(deciding, other),
+            tolerance=cal.config.tolerance,
+            mode=cal.config.mode,
+        )
+    paths = write_report(
+        policy, curve, reports, agreement=agreement, local_model=cal.backend == "local"
+    )
+    return Published(policy, policy_path, paths.html, exit_code(policy, requested))
