@@ -1,15 +1,196 @@
-"""`tokenlens serve` (placeholder registration until its issue lands)."""
+"""`tokenlens serve`: run the proxy. Point `ANTHROPIC_BASE_URL` at it and change nothing else.
+
+Imports stay light (no prefect, pandas or torch at startup), so the server is listening
+about a second after the command starts; LLMLingua-2 loads only if a policy uses it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokenlens.errors import TokenLensError
+
+if TYPE_CHECKING:
+    from tokenlens.proxy.settings import ProxySettings
+
+log = logging.getLogger("tokenlens.proxy")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("serve", help="not built yet")
-    parser.set_defaults(func=_not_built)
+    from tokenlens.proxy import settings as defaults
+
+    parser = sub.add_parser(
+        "serve",
+        help="run the Anthropic-compatible proxy that applies the policy",
+        description="An Anthropic-compatible proxy. Applies the latest published policy per "
+        "request, fails open, and can measure and shadow-judge what it does. Prompt bodies "
+        "and keys are never logged or stored.",
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="policy file to apply and hot-reload (e.g. reports/policy/latest.json)",
+    )
+    parser.add_argument(
+        "--upstream",
+        default=defaults.DEFAULT_UPSTREAM,
+        help=f"Anthropic API base URL (default {defaults.DEFAULT_UPSTREAM})",
+    )
+    parser.add_argument("--host", default=defaults.DEFAULT_HOST, help="bind address (loopback)")
+    parser.add_argument("--port", type=int, default=defaults.DEFAULT_PORT, help="bind port")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (the proxy and its dashboard have no auth)",
+    )
+    parser.add_argument(
+        "--allow-provisional",
+        action="store_true",
+        help="also apply ? (provisional) policy entries; by default they get `safe` only",
+    )
+    parser.add_argument(
+        "--compress",
+        metavar="ARM",
+        default=None,
+        help="without a policy: apply this arm to every request (e.g. prune, minify)",
+    )
+    parser.add_argument("--rate", type=float, default=None, help="keep rate for --compress")
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="exact original vs compressed counts via count_tokens, off the hot path",
+    )
+    parser.add_argument(
+        "--judge",
+        action="store_true",
+        help="shadow-judge a sample of compressed requests (roughly doubles their spend)",
+    )
+    parser.add_argument(
+        "--judge-sample",
+        type=float,
+        default=defaults.DEFAULT_JUDGE_SAMPLE,
+        help="share of compressed requests to judge (default %(default)s)",
+    )
+    parser.add_argument(
+        "--judge-model",
+        default=defaults.DEFAULT_JUDGE_MODEL,
+        help="judge model (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=defaults.DEFAULT_MAX_BODY_BYTES,
+        help="bodies above this are relayed uncompressed (default %(default)s)",
+    )
+    parser.add_argument(
+        "--compress-budget-ms",
+        type=float,
+        default=defaults.DEFAULT_COMPRESS_BUDGET_MS,
+        help="compression slower than this forwards the original (default %(default)s)",
+    )
+    parser.add_argument(
+        "--reload-interval",
+        type=float,
+        default=defaults.DEFAULT_RELOAD_INTERVAL_S,
+        help="seconds between policy file checks (default %(default)s)",
+    )
+    parser.set_defaults(func=run)
 
 
-def _not_built(args: argparse.Namespace) -> int:
-    print("tokenlens serve: not built yet", flush=True)
-    return 2
+def build_settings(args: argparse.Namespace) -> ProxySettings:
+    """ProxySettings from parsed arguments; TokenLensError with a clear message if wrong."""
+    from tokenlens.compress.arms import Arm
+    from tokenlens.proxy.settings import ProxySettings, is_loopback
+
+    override: Arm | None = None
+    if args.compress is not None:
+        try:
+            override = (
+                Arm(args.compress, args.rate)
+                if "@" not in args.compress
+                else Arm.parse(args.compress)
+            )
+        except ValueError as exc:
+            raise TokenLensError(f"--compress: {exc}") from exc
+    elif args.rate is not None:
+        raise TokenLensError("--rate needs --compress ARM")
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise TokenLensError(
+            f"--host {args.host} is not a loopback address; the proxy and its dashboard have "
+            "no authentication. Pass --allow-remote to bind it anyway."
+        )
+    try:
+        return ProxySettings(
+            upstream=args.upstream,
+            policy_path=args.policy,
+            allow_provisional=args.allow_provisional,
+            override_arm=override,
+            measure=args.measure,
+            judge=args.judge,
+            judge_sample=args.judge_sample,
+            judge_model=args.judge_model,
+            max_body_bytes=args.max_body_bytes,
+            compress_budget_ms=args.compress_budget_ms,
+            reload_interval_s=args.reload_interval,
+            host=args.host,
+            port=args.port,
+            allow_remote=args.allow_remote,
+        )
+    except ValueError as exc:
+        raise TokenLensError(f"tokenlens serve: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    import uvicorn
+
+    from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
+    from tokenlens.proxy.settings import is_loopback
+
+    settings = build_settings(args)
+    # httpx logs every URL at INFO and the SDK whole requests at DEBUG, even under -v:
+    # the proxy logs its own lines, which carry no prompt, key, path or query.
+    quiet_libraries()
+    if not is_loopback(settings.host):
+        log.warning(
+            "binding %s (not loopback): anyone who can reach this port can use the proxy "
+            "with their key and read the dashboard",
+            settings.host,
+        )
+    app = create_app(settings)  # loads the policy: PolicyError ends here, before binding
+    if settings.judge:
+        log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
+    if settings.policy_path is not None:
+        log.info("policy: %s", settings.policy_path)
+    elif settings.override_arm is not None:
+        log.info("no policy: applying %s to every request", settings.override_arm.label)
+    else:
+        log.info("no policy and no --compress: pure pass-through")
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        access_log=False,  # our own lines carry no query strings or headers
+        server_header=False,
+        date_header=False,
+        lifespan="on",
+        ws="none",
+        log_config=None,
+    )
+    server = uvicorn.Server(config)
+    log.info(
+        "tokenlens proxy on http://%s:%d -> %s (dashboard /tokenlens/; ready in %.2f s "
+        "after import)",
+        settings.host,
+        settings.port,
+        settings.upstream_base,
+        time.perf_counter() - started,
+    )
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,316 @@
+"""Added latency of the proxy vs going direct, streaming time-to-first-byte, and start-up.
+
+Three processes on loopback: the loopback Anthropic server (`tokenlens.testing`), the
+proxy (`tokenlens serve`, pass-through unless `--policy-arm`), and this client (httpx,
+keep-alive, like the SDK). Each request goes direct and through the proxy alternately,
+so both see the same machine load. "Added" is proxy minus direct at each percentile.
+
+Goal (pass-through): <= 1 ms added at p50 and <= 5 ms at p99. Prints figures; asserts
+nothing. On a shared 2-core machine the client, proxy and upstream compete for CPU, so
+read p99 as an upper bound.
+
+    .venv/bin/python bench/bench_proxy.py [--requests 400] [--policy-arm prune@0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+MODEL = "claude-haiku-4-5"
+HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+CONTEXT = " ".join(f"Fact {i}: item {i} costs {i * 3} dollars." for i in range(40))
+BODY: dict[str, Any] = {
+    "model": MODEL,
+    "max_tokens": 64,
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": CONTEXT},
+                {"type": "text", "text": "What does item 7 cost?"},
+            ],
+        }
+    ],
+}
+FAKE_SCRIPT = """
+import sys, time
+from tokenlens.testing import FakeAnthropic
+server = FakeAnthropic(stream_delay_s=float(sys.argv[1])).start()
+print(server.port, flush=True)
+time.sleep(1e9)
+"""
+#: A canned upstream: answers every request with the same message (or SSE events) at almost
+#: no CPU cost, so the figures show the proxy's cost and not the fake model's.
+CANNED_SCRIPT = r"""
+import asyncio, json, sys
+delay = float(sys.argv[1])
+message = json.dumps({"id": "msg_1", "type": "message", "role": "assistant",
+    "model": "claude-haiku-4-5", "content": [{"type": "text", "text": "Item 7 costs 21."}],
+    "stop_reason": "end_turn", "stop_sequence": None,
+    "usage": {"input_tokens": 300, "output_tokens": 6}}).encode()
+events = [("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 300}}}),
+          ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                   "delta": {"type": "text_delta", "text": "Item 7 costs 21."}}),
+          ("message_stop", {"type": "message_stop"})]
+async def handle(reader, writer):
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = await reader.readexactly(length)
+            if b'"stream":true' in body.replace(b" ", b""):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                             b"transfer-encoding: chunked\r\n\r\n")
+                for name, data in events:
+                    chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    await writer.drain()
+                    await asyncio.sleep(delay)
+                writer.write(b"0\r\n\r\n")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (len(message), message))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_upstream(kind: str, stream_delay_s: float) -> tuple[subprocess.Popen[str], str]:
+    script = CANNED_SCRIPT if kind == "canned" else FAKE_SCRIPT
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, str(stream_delay_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    port = int(process.stdout.readline())
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_proxy(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
+    """Start `tokenlens serve`; returns the process, its URL and seconds until it answered."""
+    port = free_port()
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tokenlens",
+            "serve",
+            "--upstream",
+            upstream,
+            "--port",
+            str(port),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    while True:
+        try:
+            httpx.get(f"{url}/tokenlens/feed.json", timeout=1).raise_for_status()
+            return process, url, time.perf_counter() - started
+        except httpx.HTTPError:
+            if process.poll() is not None:
+                raise SystemExit("tokenlens serve exited during start-up") from None
+            time.sleep(0.01)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def timed_post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    response = await client.post(f"{url}/v1/messages", json=body, headers=HEADERS)
+    response.raise_for_status()
+    return (time.perf_counter() - started) * 1000
+
+
+async def timed_first_byte(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    first: float | None = None
+    async with client.stream(
+        "POST", f"{url}/v1/messages", json={**body, "stream": True}, headers=HEADERS
+    ) as response:
+        async for _ in response.aiter_raw():
+            if first is None:
+                first = (time.perf_counter() - started) * 1000
+    assert first is not None, "empty stream"
+    return first
+
+
+async def alternate(
+    measure: Callable[[httpx.AsyncClient, str, dict[str, Any]], Awaitable[float]],
+    direct: str,
+    proxy: str,
+    *,
+    requests: int,
+    concurrency: int,
+) -> tuple[list[float], list[float]]:
+    """`requests` per side, `concurrency` workers, each alternating direct / proxy."""
+    limits = httpx.Limits(max_connections=2 * concurrency + 4)
+    results: dict[str, list[float]] = {"direct": [], "proxy": []}
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        for url in (direct, proxy):  # warm connections and code paths
+            for _ in range(min(concurrency, 20)):
+                await measure(client, url, BODY)
+        per_worker = max(1, requests // concurrency)
+
+        async def worker(index: int) -> None:
+            for i in range(per_worker):
+                order = [("direct", direct), ("proxy", proxy)]
+                if (i + index) % 2:
+                    order.reverse()
+                for name, url in order:
+                    results[name].append(await measure(client, url, BODY))
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return results["direct"], results["proxy"]
+
+
+def report(title: str, direct: list[float], proxy: list[float]) -> None:
+    d50, d99, p50, p99 = pct(direct, 50), pct(direct, 99), pct(proxy, 50), pct(proxy, 99)
+    print(
+        f"{title:<34} n={len(proxy):>4}  direct p50 {d50:7.2f} p99 {d99:7.2f}  "
+        f"proxy p50 {p50:7.2f} p99 {p99:7.2f}  added p50 {p50 - d50:+6.2f} ms "
+        f"p99 {p99 - d99:+6.2f} ms"
+    )
+
+
+def write_policy(arm: str, folder: Path) -> Path:
+    """A one-class policy applying `arm` to everything (default entry), for the bench only."""
+    method, _, rate = arm.partition("@")
+    entry = {
+        "task_class": "default",
+        "verdict": "measured",
+        "method": method,
+        "rate": float(rate) if rate else None,
+        "reason": "bench",
+    }
+    policy = {
+        "schema_version": 1,
+        "created": datetime.now(UTC).isoformat(),
+        "calibration_id": "bench-policy",
+        "model": MODEL,
+        "judge": "bench",
+        "tolerance": 0.95,
+        "mode": "interval",
+        "classes": {},
+        "default": entry,
+    }
+    path = folder / "policy.json"
+    path.write_text(json.dumps(policy))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="requests per side per row")
+    parser.add_argument("--stream-delay", type=float, default=0.005, help="s between SSE events")
+    parser.add_argument("--policy-arm", default=None, help="also bench with this arm applied")
+    parser.add_argument(
+        "--upstream",
+        choices=("canned", "fake"),
+        default="canned",
+        help="canned: a fixed answer at ~no CPU (isolates the proxy); fake: the loopback "
+        "Anthropic server (tokenlens.testing), realistic but CPU-hungry",
+    )
+    args = parser.parse_args()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    print(
+        f"bench_proxy: {os.cpu_count()} CPUs, load average {load:.1f}; client, proxy and "
+        f"{args.upstream} upstream share them\n"
+    )
+    upstream, upstream_url = start_upstream(args.upstream, args.stream_delay)
+    processes: list[subprocess.Popen[Any]] = [upstream]
+    try:
+        startups = []
+        for _ in range(3):
+            process, _, seconds = start_proxy(upstream_url, [])
+            startups.append(seconds)
+            process.terminate()
+            process.wait()
+        print(
+            f"start-up (command to first answered request): median "
+            f"{statistics.median(startups):.2f} s over 3 starts {[round(s, 2) for s in startups]}\n"
+        )
+        proxy, proxy_url, _ = start_proxy(upstream_url, [])
+        processes.append(proxy)
+        rows = [
+            ("pass-through, 1 concurrent", timed_post, 1),
+            ("pass-through, 50 concurrent", timed_post, 50),
+            ("stream TTFB, 1 concurrent", timed_first_byte, 1),
+            ("stream TTFB, 50 concurrent", timed_first_byte, 50),
+        ]
+        for title, measure, concurrency in rows:
+            direct, via = asyncio.run(
+                alternate(
+                    measure,
+                    upstream_url,
+                    proxy_url,
+                    requests=args.requests,
+                    concurrency=concurrency,
+                )
+            )
+            report(title, direct, via)
+        if args.policy_arm:
+            with tempfile.TemporaryDirectory() as folder:
+                policy = write_policy(args.policy_arm, Path(folder))
+                compressing, url, _ = start_proxy(upstream_url, ["--policy", str(policy)])
+                processes.append(compressing)
+                direct, via = asyncio.run(
+                    alternate(timed_post, upstream_url, url, requests=args.requests, concurrency=1)
+                )
+                report(f"policy {args.policy_arm}, 1 concurrent", direct, via)
+                feed = httpx.get(f"{url}/tokenlens/feed.json").json()
+                timing = feed["compress_ms"]
+                print(
+                    f"  compress_request inside the proxy: p50 {timing['p50']:.2f} ms, "
+                    f"p99 {timing['p99']:.2f} ms; reduction {feed['savings']['reduction']:.1%} "
+                    f"(the upstream also reads a shorter prompt)"
+                )
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait()
+
+
+if __name__ == "__main__":
+    main()

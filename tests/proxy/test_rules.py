@@ -1,0 +1,189 @@
+"""The proxy's decisions as plain functions: arm choice, classification, budgets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from tokenlens.compress import compress_request
+from tokenlens.compress.arms import Arm
+from tokenlens.errors import CompressionError
+from tokenlens.proxy.apply import choose_arm, compress_within, fallback_arm, policy_arm
+from tokenlens.proxy.classify import classify, rule_class, split_question
+from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, is_loopback
+
+from .conftest import entry, messages_body, standard_policy
+
+PRUNE = Arm("prune", 0.5)
+
+
+# --- arm choice ------------------------------------------------------------------------
+
+
+def test_measured_entry_applies_its_arm() -> None:
+    assert policy_arm(entry("x", "measured", "prune", 0.5), allow_provisional=False).arm == PRUNE
+
+
+def test_provisional_entry_applies_only_when_allowed() -> None:
+    provisional = entry("x", "provisional", "prune", 0.5)
+    assert policy_arm(provisional, allow_provisional=False).arm == FLOOR_ARM
+    assert policy_arm(provisional, allow_provisional=True).arm == PRUNE
+
+
+def test_none_entry_never_goes_beyond_safe() -> None:
+    assert policy_arm(entry("x", "none"), allow_provisional=True).arm == FLOOR_ARM
+
+
+def test_choice_precedence() -> None:
+    policy = standard_policy()
+    kwargs: dict[str, Any] = {"override": None, "allow_provisional": False, "fallen_back": False}
+    assert choose_arm(None, "extraction", **kwargs).arm is None
+    assert choose_arm(policy, "extraction", **kwargs).arm == PRUNE
+    assert choose_arm(policy, "never-seen", **kwargs).arm == FLOOR_ARM  # default entry: none
+    override = Arm("minify")
+    assert choose_arm(None, "x", **{**kwargs, "override": override}).arm == override
+    fallen = choose_arm(policy, "extraction", **{**kwargs, "fallen_back": True})
+    assert fallen.arm == FLOOR_ARM and "fallback" in fallen.why
+
+
+def test_fallback_from_the_floor_is_no_compression() -> None:
+    assert fallback_arm(PRUNE) == FLOOR_ARM
+    assert fallback_arm(FLOOR_ARM) is None
+    assert fallback_arm(None) is None
+
+
+# --- classification ----------------------------------------------------------------------
+
+KNOWN = ("extraction", "summarization", "code-context", "chat-history", "numeric-reasoning")
+
+
+def test_header_wins_over_rules() -> None:
+    body = messages_body("Summarize the report in two sentences.")
+    assert classify(body, None, KNOWN).task_class == "summarization"
+    found = classify(body, "Extraction", KNOWN)
+    assert (found.task_class, found.source) == ("extraction", "header")
+
+
+def test_unknown_or_malformed_header_maps_to_default() -> None:
+    body = messages_body()
+    assert classify(body, "made-up-class", KNOWN).task_class == "default"
+    # A malformed header is ignored (the rules decide), never echoed as a class.
+    found = classify(body, "<script>", KNOWN)
+    assert found.task_class != "<script>" and found.source != "header"
+
+
+def test_rules_only_name_classes_the_policy_knows() -> None:
+    body = messages_body("Summarize the report.")
+    assert classify(body, None, ("extraction",)).task_class == "default"
+    assert classify(None, None, KNOWN).task_class == "default"
+
+
+def test_rules_read_shape_and_wording() -> None:
+    chat = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "yo"},
+            {"role": "user", "content": "What did I say first?"},
+        ]
+    }
+    assert rule_class(chat) == "chat-history"
+    code = "```python\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n```"
+    code_body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": code},
+                    {"type": "text", "text": "What does f return?"},
+                ],
+            }
+        ]
+    }
+    assert rule_class(code_body) == "code-context"
+    assert rule_class(messages_body("How much revenue did regions 3 and 4 make in total?")) == (
+        "numeric-reasoning"
+    )
+    assert rule_class(messages_body("Who manages region 7?")) == "extraction"
+
+
+def test_single_string_message_splits_at_last_paragraph() -> None:
+    body = {"messages": [{"role": "user", "content": "ctx one\n\nctx two\n\nthe question?"}]}
+    question, context, turns = split_question(body)
+    assert (question, context, turns) == ("the question?", "ctx one\n\nctx two", 0)
+
+
+def test_classifier_is_deterministic_and_bounded() -> None:
+    huge = messages_body("Who is named Person3?")
+    huge["messages"][0]["content"][0]["text"] = "word " * 2_000_000  # 10 MB of context
+    started = time.perf_counter()
+    first = classify(huge, None, KNOWN)
+    elapsed = time.perf_counter() - started
+    assert classify(huge, None, KNOWN) == first
+    assert elapsed < 1.0, "rules must only scan a bounded prefix"
+
+
+# --- compression within a budget ------------------------------------------------------------
+
+
+def _crash(body: dict[str, Any], arm: Arm) -> Any:
+    raise CompressionError("codec exploded on: SECRET-CONTENT")
+
+
+def _slow(body: dict[str, Any], arm: Arm) -> Any:
+    time.sleep(0.5)
+    return compress_request(body, arm)
+
+
+def test_compress_within_runs_the_real_codec() -> None:
+    outcome = anyio.run(compress_within, compress_request, messages_body(), PRUNE, 5000.0)
+    assert outcome.fail_open is None and outcome.result is not None
+    assert outcome.result.compressed_tokens < outcome.result.original_tokens
+
+
+def test_compress_within_fails_open_on_a_crash(caplog: pytest.LogCaptureFixture) -> None:
+    outcome = anyio.run(compress_within, _crash, messages_body(), PRUNE, 5000.0)
+    assert outcome.result is None and outcome.fail_open == "error:CompressionError"
+    assert "SECRET-CONTENT" not in caplog.text  # messages may quote the prompt: never logged
+
+
+def test_compress_within_gives_up_at_the_budget() -> None:
+    started = time.perf_counter()
+    outcome = anyio.run(compress_within, _slow, messages_body(), PRUNE, 50.0)
+    assert outcome.fail_open == "budget" and outcome.result is None
+    assert time.perf_counter() - started < 0.4, "the slow thread must be abandoned, not awaited"
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def test_loopback_detection() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.10", "example.com", "::"))
+
+
+def test_settings_reject_nonsense() -> None:
+    with pytest.raises(ValueError, match="judge_sample"):
+        ProxySettings(judge_sample=1.5)
+    with pytest.raises(ValueError, match="upstream"):
+        ProxySettings(upstream="api.anthropic.com")
+    with pytest.raises(ValueError, match="not both"):
+        ProxySettings(policy_path=__import__("pathlib").Path("p.json"), override_arm=PRUNE)
+
+
+def test_rules_on_the_bundled_starter_set() -> None:
+    """In-sample (the rules were tuned on this set): a regression guard, not an accuracy claim.
+
+    At the time of writing the rules get 25 of 35 right; classes the rules miss fall back to
+    whatever entry they land on, and applications can always send `x-tokenlens-class`.
+    """
+    from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
+
+    tasks = load_tasks(DEFAULT_TASKS_PATH)
+    right = sum(
+        classify(task.to_request(model="m"), None, KNOWN_CLASSES).task_class == task.task_class
+        for task in tasks
+    )
+    assert right >= 0.6 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"

@@ -1,0 +1,186 @@
+"""The proxy as a starlette app: `create_app(settings)`.
+
+Routes: `/tokenlens/` (dashboard), `/tokenlens/feed.json`, and everything else relayed
+upstream. The lifespan owns the one pooled `httpx.AsyncClient`, the policy file poller
+and the background jobs. This module and everything it imports stay light: no prefect,
+pandas, pyarrow or flows (a test checks `sys.modules`), so the server starts in about a
+second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from tokenlens.proxy.apply import Compressor, default_compressor, warm_up
+from tokenlens.proxy.background import BackgroundWork
+from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
+from tokenlens.proxy.handler import Handler, ProxyState
+from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
+from tokenlens.proxy.stats import ProxyStats
+
+log = logging.getLogger("tokenlens.proxy")
+
+DASHBOARD_PREFIX = "/tokenlens"
+JUDGE_WARNING = (
+    "SHADOW JUDGE IS ON: EVERY JUDGED REQUEST IS REPLAYED UNCOMPRESSED AND JUDGED, WHICH "
+    "ROUGHLY DOUBLES THE SPEND OF THAT REQUEST (sample {sample:.0%} of compressed requests). "
+    "Judge notes are derived from prompt content and shown on the dashboard."
+)
+
+
+#: Libraries that log request bodies, URLs or headers at INFO/DEBUG (the Anthropic SDK logs
+#: whole request options at DEBUG). The proxy never lets them speak below WARNING.
+CHATTY_LOGGERS = ("anthropic", "httpx", "httpcore", "httpx2", "httpcore2")
+
+
+class LibraryQuiet(logging.Filter):
+    """Handler filter: drop records below WARNING from `CHATTY_LOGGERS`, whatever their level
+    was set to (e.g. by `ANTHROPIC_LOG=debug`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return not any(
+            record.name == name or record.name.startswith(name + ".") for name in CHATTY_LOGGERS
+        )
+
+
+def quiet_libraries(root: logging.Logger | None = None) -> None:
+    """Raise chatty library loggers to WARNING and filter every handler of `root`."""
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for handler in (root or logging.getLogger()).handlers:
+        if not any(isinstance(f, LibraryQuiet) for f in handler.filters):
+            handler.addFilter(LibraryQuiet())
+
+
+def create_app(
+    settings: ProxySettings,
+    *,
+    compressor: Compressor | None = None,
+    judge_factory: JudgeFactory | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    store: PolicyStore | None = None,
+) -> Starlette:
+    """Build the app. Raises PolicyError when `settings.policy_path` cannot be loaded.
+
+    `compressor`, `judge_factory` and `transport` are seams for tests (a crashing codec,
+    a scripted judge, an in-process upstream); production uses the defaults.
+    """
+    quiet_libraries()
+    if store is None and settings.policy_path is not None:
+        store = PolicyStore(settings.policy_path)
+    stats = ProxyStats(judge_window=settings.judge_window)
+    if store is not None:
+        store.on_change(lambda _policy: stats.reset_quality())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        client = httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+            follow_redirects=False,
+        )
+        background = BackgroundWork(settings.background_limit, _count_drop(stats))
+        shadow = None
+        if settings.judge:
+            shadow = ShadowJudge(
+                client=client,
+                upstream=settings.upstream_base,
+                stats=stats,
+                factory=judge_factory
+                or anthropic_judge_factory(settings.upstream_base, settings.judge_model),
+                sample=settings.judge_sample,
+                min_pairs=settings.judge_min_pairs,
+                seed=settings.judge_seed,
+            )
+        state = ProxyState(
+            settings=settings,
+            stats=stats,
+            store=store,
+            compressor=compressor or default_compressor(),
+            client=client,
+            background=background,
+            shadow=shadow,
+        )
+        if state.compressing:
+            await anyio.to_thread.run_sync(warm_up, state.compressor)
+        app.state.proxy = state
+        app.state.handler = Handler(state)
+        poller = asyncio.get_running_loop().create_task(_poll(store, settings.reload_interval_s))
+        try:
+            yield
+        finally:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+            await background.aclose()
+            await client.aclose()
+
+    async def dashboard(request: Request) -> Response:
+        feed = build_feed(request.app.state.proxy)
+        return HTMLResponse(render_html(feed), headers=SECURITY_HEADERS)
+
+    async def feed(request: Request) -> Response:
+        return JSONResponse(build_feed(request.app.state.proxy), headers=SECURITY_HEADERS)
+
+    async def to_dashboard(request: Request) -> Response:
+        return RedirectResponse("/tokenlens/", status_code=307)
+
+    routes = [
+        Route("/tokenlens", to_dashboard, methods=["GET"]),
+        Route("/tokenlens/", dashboard, methods=["GET"]),
+        Route("/tokenlens/feed.json", feed, methods=["GET"]),
+    ]
+    return ProxyApp(routes=routes, lifespan=lifespan)
+
+
+class ProxyApp(Starlette):
+    """Starlette for the dashboard and lifespan; relayed paths skip the router entirely.
+
+    Every path outside `/tokenlens` goes straight to the relay handler: the middleware
+    stack and route matching would only add latency to every proxied call.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        ours = path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")
+        if scope["type"] == "http" and not ours:
+            handler: Handler = self.state.handler
+            await handler.asgi(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def _count_drop(stats: ProxyStats) -> Any:
+    def drop() -> None:
+        stats.background_dropped += 1
+
+    return drop
+
+
+async def _poll(store: PolicyStore | None, interval_s: float) -> None:
+    """Check the policy file every `interval_s` (the store logs and counts rejections)."""
+    if store is None:
+        return
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            store.refresh()
+        except Exception as exc:  # the poller must outlive any surprise
+            log.warning("policy poll failed (%s)", type(exc).__name__)

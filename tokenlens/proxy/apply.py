@@ -1,0 +1,148 @@
+"""Which arm a request gets, and compressing it within a time budget, failing open.
+
+Why this is separate from the relay: the rules (✓ applies, ? only when allowed, — never
+beyond `safe`, a judged regression falls back) are plain functions tested without a
+server, and the relay only asks "what body do I send?".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from tokenlens.compress.arms import Arm
+from tokenlens.policy import Policy, PolicyEntry
+from tokenlens.proxy.settings import FLOOR_ARM
+
+log = logging.getLogger("tokenlens.proxy")
+
+
+class CompressedBody(Protocol):
+    """The fields of `tokenlens.compress.CompressionResult` the proxy reads."""
+
+    @property
+    def body(self) -> dict[str, Any]: ...
+    @property
+    def original_tokens(self) -> int: ...
+    @property
+    def compressed_tokens(self) -> int: ...
+
+
+Compressor = Callable[[dict[str, Any], Arm], CompressedBody]
+
+
+def default_compressor() -> Compressor:
+    """The calibration's own `compress_request`: the proxy never compresses differently."""
+    from tokenlens.compress import compress_request
+
+    def run(body: dict[str, Any], arm: Arm) -> CompressedBody:
+        result: CompressedBody = compress_request(body, arm)
+        return result
+
+    return run
+
+
+def warm_up(compressor: Compressor) -> None:
+    """Run the codec once on a tiny body so its one-time loads (the tokenizer's BPE table,
+    ~0.25 s) happen at startup, not inside the first request's time budget."""
+    body = {
+        "model": "warm-up",
+        "max_tokens": 1,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a  b\n\n"}, {"type": "text", "text": "c?"}],
+            }
+        ],
+    }
+    try:
+        compressor(body, FLOOR_ARM)
+    except Exception as exc:  # a broken codec shows up per request, as fail-opens
+        log.warning("compressor warm-up failed (%s)", type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class ArmChoice:
+    """The arm a request gets (None: forward the original bytes) and why, for the dashboard."""
+
+    arm: Arm | None
+    why: str
+
+
+def fallback_arm(arm: Arm | None) -> Arm | None:
+    """Where a class goes when its live retention drops: `safe`, or nothing if already there."""
+    if arm is None or arm == FLOOR_ARM:
+        return None
+    return FLOOR_ARM
+
+
+def policy_arm(entry: PolicyEntry, *, allow_provisional: bool) -> ArmChoice:
+    """The arm a policy entry allows: ✓ applies; ? only when allowed; — at most `safe`."""
+    arm = entry.arm
+    if entry.verdict == "measured" and arm is not None:
+        return ArmChoice(arm, "measured")
+    if entry.verdict == "provisional" and arm is not None:
+        if allow_provisional:
+            return ArmChoice(arm, "provisional (allowed)")
+        return ArmChoice(FLOOR_ARM, "provisional not allowed: safe only")
+    return ArmChoice(FLOOR_ARM, "no arm proven: safe only")
+
+
+def choose_arm(
+    policy: Policy | None,
+    task_class: str,
+    *,
+    override: Arm | None,
+    allow_provisional: bool,
+    fallen_back: bool,
+) -> ArmChoice:
+    """The whole rule, in precedence order: override, no policy, fallback, policy entry."""
+    if override is not None:
+        choice = ArmChoice(override, "--compress override")
+    elif policy is None:
+        return ArmChoice(None, "no policy")
+    else:
+        choice = policy_arm(policy.entry_for(task_class), allow_provisional=allow_provisional)
+    if fallen_back:
+        return ArmChoice(fallback_arm(choice.arm), "live retention below bar: fallback")
+    return choice
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What compression produced: a body to send, or the fail-open reason."""
+
+    result: CompressedBody | None
+    elapsed_ms: float
+    fail_open: str | None = None
+
+
+async def compress_within(
+    compressor: Compressor, body: dict[str, Any], arm: Arm, budget_ms: float
+) -> Outcome:
+    """Run the compressor in a worker thread; give up after `budget_ms` or on any error.
+
+    A worker thread keeps a slow arm from stalling every other request on the loop. When
+    the budget runs out the thread is abandoned (its result discarded), never awaited.
+    Exceptions are reported by type only: their messages may quote the prompt.
+    """
+    start = time.perf_counter()
+    result: CompressedBody | None = None
+    try:
+        with anyio.move_on_after(budget_ms / 1000):
+            result = await anyio.to_thread.run_sync(compressor, body, arm, abandon_on_cancel=True)
+    except Exception as exc:  # fail open on anything the codec does
+        elapsed = (time.perf_counter() - start) * 1000
+        log.warning("compression failed open (%s, arm %s)", type(exc).__name__, arm.key)
+        return Outcome(None, elapsed, f"error:{type(exc).__name__}")
+    elapsed = (time.perf_counter() - start) * 1000
+    if result is None:
+        log.warning("compression failed open (over %.0f ms budget, arm %s)", budget_ms, arm.key)
+        return Outcome(None, elapsed, "budget")
+    return Outcome(result, elapsed)

@@ -1,0 +1,427 @@
+"""The request path: read, decide, compress (or not), forward, relay back.
+
+Hot path rules: without a policy or `--compress` the body is forwarded as the exact
+bytes received, unparsed. Any failure of ours (a codec crash, a slow arm, a body we
+cannot re-encode, an upstream that rejects the compressed body) forwards the original
+instead and counts a fail-open. Nothing of a prompt or a key is ever logged: log lines
+carry classes, arms, statuses and exception *types* only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from starlette.background import BackgroundTask
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from tokenlens.compress.arms import Arm
+from tokenlens.proxy import relay
+from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
+from tokenlens.proxy.background import BackgroundWork
+from tokenlens.proxy.classify import CLASS_HEADER, classify
+from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.shadow import ShadowJudge
+from tokenlens.proxy.stats import ProxyStats
+
+log = logging.getLogger("tokenlens.proxy")
+
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+
+
+@dataclass
+class ProxyState:
+    """Everything a request needs, built once by the app's lifespan."""
+
+    settings: ProxySettings
+    stats: ProxyStats
+    store: PolicyStore | None
+    compressor: Compressor
+    client: httpx.AsyncClient
+    background: BackgroundWork
+    shadow: ShadowJudge | None = None
+
+    @property
+    def compressing(self) -> bool:
+        return self.store is not None or self.settings.override_arm is not None
+
+
+@dataclass
+class Plan:
+    """What to send upstream for one Messages request, and what to do afterwards."""
+
+    content: bytes
+    task_class: str | None = None
+    arm: Arm | None = None
+    compressed: bool = False
+    original: dict[str, Any] | None = None
+    sent_body: dict[str, Any] | None = None
+    bar: float | None = None
+    judge: bool = False
+    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    #: Credentials for our own calls about this request (count_tokens, shadow replay).
+    call_headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        body = self.original or {}
+        model = body.get("model")
+        return model if isinstance(model, str) else ""
+
+
+async def read_bounded(request: Request, limit: int) -> tuple[bytes, AsyncIterator[bytes] | None]:
+    """The body if it fits in `limit` bytes; else what was read plus the rest, unread."""
+    stream = request.stream()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"", _chain(chunks, stream)
+    return b"".join(chunks), None
+
+
+async def _chain(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    for chunk in head:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
+
+
+def _has_body(request: Request) -> bool:
+    headers = request.headers
+    return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
+
+
+class Handler:
+    """The relay endpoint: every path that is not the dashboard."""
+
+    def __init__(self, state: ProxyState) -> None:
+        self.state = state
+        self.upstream = state.settings.upstream_base
+
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
+        response = await self(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def __call__(self, request: Request) -> Response:
+        stats = self.state.stats
+        path = request.scope["path"]
+        try:
+            if request.method == "POST" and path == MESSAGES_PATH:
+                stats.requests["messages"] += 1
+                return await self._messages(request)
+            stats.requests[route_kind(path)] += 1
+            streamed = _has_body(request)
+            content: bytes | AsyncIterator[bytes] = request.stream() if streamed else b""
+            return await self._forward(request, content, keep_length=streamed, plan=None)
+        except ClientDisconnect:
+            return Response(status_code=499)
+        except Exception as exc:  # never a traceback: exception text may quote the prompt
+            log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
+            return relay.error_response(
+                502, "api_error", f"tokenlens proxy error ({type(exc).__name__})"
+            )
+
+    # --- Messages -----------------------------------------------------------------
+
+    async def _messages(self, request: Request) -> Response:
+        settings = self.state.settings
+        body, rest = await read_bounded(request, settings.max_body_bytes)
+        if rest is not None:
+            self.state.stats.passthrough["too_large"] += 1
+            return await self._forward(request, rest, keep_length=True, plan=None)
+        if not self.state.compressing:
+            return await self._forward(request, body, keep_length=False, plan=None)
+        plan = await self._plan(request, body)
+        response = await self._forward(request, plan.content, keep_length=False, plan=plan)
+        if plan.compressed and response.status_code == 400:
+            # The upstream refused what we made of the request: send what the client sent.
+            self.state.stats.fail_opens["upstream_rejected"] += 1
+            log.warning(
+                "upstream rejected a compressed body (arm %s); resending original",
+                plan.arm.key if plan.arm else "?",
+            )
+            if isinstance(response, StreamingResponse):
+                await _close(response)
+            fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
+            fallback.extra_headers = _tag(plan.task_class, None)
+            return await self._forward(request, body, keep_length=False, plan=fallback)
+        return response
+
+    async def _plan(self, request: Request, raw: bytes) -> Plan:
+        state = self.state
+        settings = state.settings
+        stats = state.stats
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            stats.passthrough["not_json"] += 1
+            return Plan(content=raw)
+        policy = state.store.policy if state.store is not None else None
+        known = policy.classes.keys() if policy is not None else ()
+        found = classify(parsed, request.headers.get(CLASS_HEADER), known)
+        task_class = found.task_class
+        class_stats = stats.for_class(task_class)
+        choice = choose_arm(
+            policy,
+            task_class,
+            override=settings.override_arm,
+            allow_provisional=settings.allow_provisional,
+            fallen_back=class_stats.fallback_reason is not None,
+        )
+        arm = choice.arm
+        stats.record_decision(task_class, found.source, arm.key if arm else None)
+        plan = Plan(content=raw, task_class=task_class, original=parsed)
+        plan.extra_headers = _tag(task_class, None)
+        if policy is not None:
+            entry = policy.entry_for(task_class)
+            plan.bar = entry.bar if entry.bar is not None else policy.tolerance
+        if arm is None:
+            stats.passthrough["no_arm"] += 1
+            return plan
+        outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+        result = outcome.result
+        if outcome.fail_open is not None or result is None:
+            stats.fail_opens[outcome.fail_open or "error"] += 1
+            return plan
+        if result.compressed_tokens >= result.original_tokens:
+            stats.passthrough["no_gain"] += 1
+            return plan
+        try:
+            content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            return plan
+        stats.record_compression(
+            task_class,
+            plan.model,
+            result.original_tokens,
+            result.compressed_tokens,
+            outcome.elapsed_ms,
+        )
+        plan.content = content
+        plan.arm = arm
+        plan.compressed = True
+        plan.sent_body = result.body
+        plan.extra_headers = _tag(task_class, arm)
+        plan.call_headers = relay.call_headers(request.headers.raw)
+        plan.judge = (
+            state.shadow is not None
+            and class_stats.fallback_reason is None
+            and state.shadow.should_sample()
+        )
+        return plan
+
+    # --- forwarding ---------------------------------------------------------------
+
+    async def _forward(
+        self,
+        request: Request,
+        content: bytes | AsyncIterator[bytes],
+        *,
+        keep_length: bool,
+        plan: Plan | None,
+    ) -> Response:
+        state = self.state
+        stats = state.stats
+        url = self.upstream + request.scope.get("raw_path", request.url.path.encode()).decode(
+            "latin-1"
+        )
+        query = request.scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        headers = relay.request_headers(request.headers.raw, keep_length=keep_length)
+        upstream_request = state.client.build_request(
+            request.method, url, headers=headers, content=content
+        )
+        started = time.perf_counter()
+        try:
+            upstream = await state.client.send(upstream_request, stream=True)
+        except httpx.TimeoutException as exc:
+            stats.upstream_unreachable += 1
+            log.warning("upstream timed out (%s)", type(exc).__name__)
+            return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
+        except httpx.HTTPError as exc:
+            stats.upstream_unreachable += 1
+            log.warning("upstream unreachable (%s)", type(exc).__name__)
+            return relay.error_response(
+                502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
+            )
+        status = upstream.status_code
+        stats.upstream_status[f"{status // 100}xx"] += 1
+        out_headers = relay.response_headers(upstream.headers.raw)
+        if plan is not None:
+            out_headers += plan.extra_headers
+        log.debug(
+            "%s %s -> %d class=%s arm=%s %.1fms",
+            request.method,
+            route_kind(request.url.path),  # never the path itself: it is client text
+            status,
+            (plan.task_class or "-") if plan else "-",
+            plan.arm.key if plan and plan.arm else "none",
+            (time.perf_counter() - started) * 1000,
+        )
+        encoding = upstream.headers.get("content-encoding")
+        length = upstream.headers.get("content-length")
+        event_stream = "text/event-stream" in upstream.headers.get("content-type", "")
+        if (
+            not event_stream
+            and length is not None
+            and length.isdigit()
+            and (int(length) <= relay.BUFFER_LIMIT)
+        ):
+            try:
+                raw = b"".join([chunk async for chunk in upstream.aiter_raw()])
+            except httpx.HTTPError as exc:
+                log.warning("upstream body failed (%s)", type(exc).__name__)
+                return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
+            finally:
+                await upstream.aclose()
+            response = Response(content=raw, status_code=status)
+            response.raw_headers = out_headers
+            if request.url.path == MESSAGES_PATH and status == 200:
+                state.background.hold()
+                response.background = BackgroundTask(self._after_json, raw, encoding, plan)
+            return response
+        tap = None
+        if (
+            request.url.path == MESSAGES_PATH
+            and status == 200
+            and event_stream
+            and (not encoding or encoding == "identity")
+        ):
+            tap = relay.SseTap(capture_text=bool(plan and plan.judge))
+            state.background.hold()
+        streaming = StreamingResponse(self._relay_stream(upstream, tap, plan), status_code=status)
+        streaming.raw_headers = out_headers
+        return streaming
+
+    async def _relay_stream(
+        self, upstream: httpx.Response, tap: relay.SseTap | None, plan: Plan | None
+    ) -> AsyncIterator[bytes]:
+        """Relay upstream chunks the moment they arrive; tap them without holding them."""
+        finished = False
+        try:
+            async for chunk in upstream.aiter_raw():
+                if tap is not None:
+                    tap.feed(chunk)
+                yield chunk
+            finished = True
+        except httpx.HTTPError as exc:
+            log.warning("upstream stream broke off (%s)", type(exc).__name__)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+            if tap is not None:
+                if finished:
+                    self._after(tap.usage, tap.text if tap.complete else None, plan)
+                self.state.background.release()
+
+    # --- after the response ---------------------------------------------------------
+
+    async def _after_json(self, raw: bytes, encoding: str | None, plan: Plan | None) -> None:
+        try:
+            decoded = relay.decode_body(raw, encoding)
+            message = relay.parse_message(decoded) if decoded is not None else None
+            if message is not None:
+                usage = message.get("usage")
+                self._after(
+                    usage if isinstance(usage, dict) else None, relay.message_text(message), plan
+                )
+        finally:
+            self.state.background.release()
+
+    def _after(self, usage: dict[str, Any] | None, answer: str | None, plan: Plan | None) -> None:
+        state = self.state
+        compressed = bool(plan and plan.compressed)
+        if usage is not None:
+            state.stats.record_usage(usage, compressed)
+        if plan is None or not compressed or plan.original is None or plan.sent_body is None:
+            return
+        headers = plan.call_headers
+        if state.settings.measure:
+            original, sent, model = plan.original, plan.sent_body, plan.model
+            state.background.spawn(lambda: self._measure(original, sent, model, headers))
+        shadow = state.shadow
+        if plan.judge and shadow is not None and answer is not None:
+            assert plan.task_class is not None and plan.arm is not None
+            task_class, arm_key, bar = plan.task_class, plan.arm.key, plan.bar
+            original_body = plan.original
+            state.background.spawn(
+                lambda: shadow.judge(
+                    task_class=task_class,
+                    arm_key=arm_key,
+                    bar=bar,
+                    original_body=original_body,
+                    compressed_answer=answer,
+                    headers=headers,
+                )
+            )
+
+    async def _measure(
+        self,
+        original: dict[str, Any],
+        sent: dict[str, Any],
+        model: str,
+        headers: dict[str, str],
+    ) -> None:
+        """Exact counts of both bodies from the upstream's free count_tokens endpoint."""
+        stats = self.state.stats
+        counts: list[int] = []
+        for body in (original, sent):
+            try:
+                response = await self.state.client.post(
+                    self.upstream + COUNT_TOKENS_PATH,
+                    json=relay.count_body(body),
+                    headers=headers,
+                )
+                value = response.json().get("input_tokens") if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                log.warning("count_tokens failed (%s)", type(exc).__name__)
+                value = None
+            if not isinstance(value, int):
+                stats.measure_failures += 1
+                return
+            counts.append(value)
+        stats.record_measurement(model, counts[0], counts[1])
+
+
+def route_kind(path: str) -> str:
+    """A loggable name for a path: the two Messages routes by name, anything else 'other'."""
+    if path == MESSAGES_PATH:
+        return "messages"
+    if path == COUNT_TOKENS_PATH:
+        return "count_tokens"
+    return "other"
+
+
+def _tag(task_class: str | None, arm: Arm | None) -> list[tuple[bytes, bytes]]:
+    """Response headers telling the client what the proxy did (no content, just names)."""
+    if task_class is None:
+        return []
+    return [
+        (b"x-tokenlens-class", task_class.encode("latin-1")),
+        (b"x-tokenlens-arm", (arm.key if arm else "none").encode("latin-1")),
+    ]
+
+
+async def _close(response: StreamingResponse) -> None:
+    iterator = response.body_iterator
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -1,0 +1,189 @@
+"""Wire-level helpers of the relay: which headers cross, errors, and reading a response.
+
+Why hand-picked headers: the proxy must be invisible. Everything the client sent crosses
+(keys, `anthropic-version`, `anthropic-beta`, `accept-encoding`), except hop-by-hop
+headers, `host`, a stale `content-length` and our own `x-tokenlens-*` controls. Responses
+come back byte for byte (raw, still encoded) with their status and headers.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+#: RFC 9110 hop-by-hop headers, plus ones the server in front of us sets itself.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length"}
+_DROP_RESPONSE = HOP_BY_HOP
+#: Headers a background call (count_tokens, shadow replay) needs from the client's request.
+CALL_HEADERS = frozenset({"x-api-key", "authorization", "anthropic-version", "anthropic-beta"})
+#: Fields `/v1/messages/count_tokens` accepts out of a Messages body.
+COUNT_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+#: Responses up to this size (with a known length, not SSE) are read whole, then sent.
+BUFFER_LIMIT = 1024 * 1024
+
+
+def request_headers(
+    raw: Iterable[tuple[bytes, bytes]], *, keep_length: bool
+) -> list[tuple[bytes, bytes]]:
+    """Client headers to send upstream (`keep_length` when the body is streamed through)."""
+    out: list[tuple[bytes, bytes]] = []
+    for key, value in raw:
+        name = key.lower()
+        if name.startswith(b"x-tokenlens-"):
+            continue
+        if name.decode("latin-1") in _DROP_REQUEST and not (
+            keep_length and name == b"content-length"
+        ):
+            continue
+        out.append((key, value))
+    return out
+
+
+def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Upstream headers to send back (lower-cased, as ASGI wants them)."""
+    return [
+        (key.lower(), value)
+        for key, value in raw
+        if key.lower().decode("latin-1") not in _DROP_RESPONSE
+    ]
+
+
+def call_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Only the credentials and API-version headers of a request, for our own calls."""
+    return {
+        key.decode("latin-1").lower(): value.decode("latin-1")
+        for key, value in raw
+        if key.decode("latin-1").lower() in CALL_HEADERS
+    }
+
+
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    """An error in Anthropic's shape, so SDKs raise their usual exception types."""
+    return JSONResponse(
+        {"type": "error", "error": {"type": kind, "message": message}}, status_code=status
+    )
+
+
+def count_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The part of a Messages body that `count_tokens` accepts."""
+    return {key: body[key] for key in COUNT_FIELDS if key in body}
+
+
+def decode_body(raw: bytes, encoding: str | None) -> bytes | None:
+    """Undo gzip/deflate of a buffered response; None for an encoding we do not read."""
+    if not encoding or encoding == "identity":
+        return raw
+    try:
+        if encoding == "gzip":
+            return zlib.decompress(raw, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            return zlib.decompress(raw)
+    except zlib.error:
+        return None
+    return None
+
+
+def message_text(message: Any) -> str:
+    """The text of a Messages API response object (text blocks joined)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        block.get("text", "")
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+def parse_message(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class SseTap:
+    """Reads an SSE stream as it passes through, without ever holding it back.
+
+    It picks out `usage` from `message_start` (cache health) and, when `capture_text`,
+    the answer's text deltas (for the shadow judge). It stops reading once it has what it
+    needs, so pass-through traffic pays almost nothing.
+    """
+
+    MAX_BUFFER = 256 * 1024
+
+    def __init__(self, *, capture_text: bool) -> None:
+        self.capture_text = capture_text
+        self.usage: dict[str, Any] | None = None
+        self.parts: list[str] = []
+        self.complete = False
+        self.done = False
+        self._buffer = b""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.done:
+            return
+        self._buffer += chunk
+        if len(self._buffer) > self.MAX_BUFFER:  # not an event stream we understand
+            self.done = True
+            self._buffer = b""
+            return
+        *events, self._buffer = self._buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+        for event in events:
+            self._event(event)
+
+    def _event(self, event: bytes) -> None:
+        kind = b""
+        data = b""
+        for line in event.split(b"\n"):
+            if line.startswith(b"event:"):
+                kind = line[6:].strip()
+            elif line.startswith(b"data:"):
+                data += line[5:].strip()
+        if kind == b"message_start":
+            payload = _loads(data)
+            message = payload.get("message") if payload else None
+            usage = message.get("usage") if isinstance(message, dict) else None
+            self.usage = usage if isinstance(usage, dict) else None
+            if not self.capture_text:
+                self.done = True
+        elif kind == b"content_block_delta" and self.capture_text:
+            payload = _loads(data)
+            delta = payload.get("delta") if payload else None
+            if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                self.parts.append(str(delta.get("text", "")))
+        elif kind == b"message_stop":
+            self.complete = True
+            self.done = True
+
+
+def _loads(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,91 @@
+"""The proxy's settings as one frozen object, built by `tokenlens serve` or by tests.
+
+Why one object: the app factory, the relay and the dashboard all read the same values, and
+the dashboard can show exactly what is in force without re-parsing the command line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenlens.compress.arms import Arm
+
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+#: Bodies above this are relayed untouched and unread (streamed through).
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Compression slower than this is abandoned and the original body forwarded.
+DEFAULT_COMPRESS_BUDGET_MS = 250.0
+DEFAULT_JUDGE_SAMPLE = 0.25
+DEFAULT_JUDGE_MODEL = "claude-haiku-4-5"
+#: Rolling retention window per class, and how many judged pairs before it may act.
+DEFAULT_JUDGE_WINDOW = 20
+DEFAULT_JUDGE_MIN_PAIRS = 5
+#: How often the policy file is checked for a change (a stat call; cheap).
+DEFAULT_RELOAD_INTERVAL_S = 1.0
+#: Generous: a long Messages call may take minutes; the SDK itself waits 10 minutes.
+DEFAULT_UPSTREAM_TIMEOUT_S = 600.0
+#: Bounded background work (measure and shadow judge): excess is dropped, never queued.
+DEFAULT_BACKGROUND_LIMIT = 8
+#: The gentlest rung: what a class may still get when its policy allows no more.
+FLOOR_ARM = Arm("safe")
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """Everything that decides what the proxy does with a request."""
+
+    upstream: str = DEFAULT_UPSTREAM
+    policy_path: Path | None = None
+    allow_provisional: bool = False
+    #: `--compress ARM --rate R`: one arm for every request, for users without a policy.
+    override_arm: Arm | None = None
+    measure: bool = False
+    judge: bool = False
+    judge_sample: float = DEFAULT_JUDGE_SAMPLE
+    judge_model: str = DEFAULT_JUDGE_MODEL
+    judge_window: int = DEFAULT_JUDGE_WINDOW
+    judge_min_pairs: int = DEFAULT_JUDGE_MIN_PAIRS
+    judge_seed: int | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    compress_budget_ms: float = DEFAULT_COMPRESS_BUDGET_MS
+    reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S
+    upstream_timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
+    background_limit: int = DEFAULT_BACKGROUND_LIMIT
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    allow_remote: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.judge_sample <= 1.0:
+            raise ValueError(f"judge_sample must be within [0, 1], got {self.judge_sample}")
+        if self.max_body_bytes < 0:
+            raise ValueError(f"max_body_bytes must be >= 0, got {self.max_body_bytes}")
+        if self.compress_budget_ms <= 0:
+            raise ValueError(f"compress_budget_ms must be > 0, got {self.compress_budget_ms}")
+        if self.judge_window < 1 or not 1 <= self.judge_min_pairs <= self.judge_window:
+            raise ValueError(
+                f"need 1 <= judge_min_pairs ({self.judge_min_pairs}) <= judge_window "
+                f"({self.judge_window})"
+            )
+        if self.override_arm is not None and self.policy_path is not None:
+            raise ValueError("give either a policy or --compress, not both")
+        if not self.upstream.startswith(("http://", "https://")):
+            raise ValueError(f"upstream must be an http(s) URL, got {self.upstream!r}")
+
+    @property
+    def upstream_base(self) -> str:
+        return self.upstream.rstrip("/")
+
+
+def is_loopback(host: str) -> bool:
+    """True for names and addresses that only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
