@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,13 +33,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(*, verbose: bool) -> None:
+    """Our own messages at INFO; other libraries only when something is wrong.
+
+    Hugging Face's hub client is held to ERROR: when LLMLingua-2 weights cannot be fetched
+    it logs every retry, and TokenLens reports the arm as unavailable with the reason anyway.
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    for name in ("tokenlens", "flows"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("uvicorn").setLevel(logging.INFO)  # "running on http://…" for `serve`
+    # huggingface_hub sets its own level (and handler) from this variable when imported.
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose=args.verbose)
     try:
         return int(args.func(args) or 0)
     except TokenLensError as exc:

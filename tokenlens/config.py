@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokenlens.tasks import DEFAULT_TASKS_PATH
+from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, select_tasks
 
 #: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
@@ -34,6 +34,8 @@ class CalibrationConfig(BaseModel):
     tasks: Path = DEFAULT_TASKS_PATH
     classes: tuple[str, ...] | None = None
     max_tasks_per_class: int | None = Field(default=None, ge=1)
+    #: With a per-class cap: keep each class's shortest tasks rather than its first ones.
+    shortest_tasks_first: bool = False
     methods: tuple[str, ...] = DEFAULT_METHODS
     rates: tuple[float, ...] = DEFAULT_RATES
     repeats: int = Field(default=3, ge=1, le=50)
@@ -68,3 +70,11 @@ class CalibrationConfig(BaseModel):
         if self.backend != "auto":
             return self.backend
         return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "local"
+
+    def selected_tasks(self) -> list[CalibrationTask]:
+        """The run's tasks: the file's, filtered by class, capped per class."""
+        return select_tasks(
+            load_tasks(self.tasks, classes=self.classes),
+            max_per_class=self.max_tasks_per_class,
+            shortest_first=self.shortest_tasks_first,
+        )

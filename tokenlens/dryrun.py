@@ -26,7 +26,6 @@ from tokenlens.compress.settings import CompressSettings
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
 from tokenlens.errors import ArmUnavailable, TokenLensError
 from tokenlens.pricing import PRICES_AS_OF, cost_usd
-from tokenlens.tasks import CalibrationTask, load_tasks
 from tokenlens.tokens import TOKENIZER_NOTE
 
 #: Assumed answer length when pricing a run (capped by the config's max_tokens).
@@ -72,20 +71,6 @@ class CallPlan:
         return self.answer_calls + self.judge_calls
 
 
-def select_tasks(config: CalibrationConfig) -> list[CalibrationTask]:
-    """The config's tasks, its class filter and its per-class cap applied (file order)."""
-    tasks = load_tasks(config.tasks, classes=config.classes)
-    if config.max_tasks_per_class is None:
-        return tasks
-    seen: dict[str, int] = {}
-    chosen: list[CalibrationTask] = []
-    for task in tasks:
-        seen[task.task_class] = seen.get(task.task_class, 0) + 1
-        if seen[task.task_class] <= config.max_tasks_per_class:
-            chosen.append(task)
-    return chosen
-
-
 def answer_model(config: CalibrationConfig) -> str:
     if config.model:
         return config.model
@@ -103,7 +88,7 @@ def dry_run_rows(
     arms = build_ladder(config.methods, config.rates)
     model = answer_model(config)
     rows: list[DryRunRow] = []
-    for task in select_tasks(config):
+    for task in config.selected_tasks():
         body = task.to_request(model=model, max_tokens=config.max_tokens)
         clear = compress_request(body, Arm("control"), settings=settings)
         rows.append(

@@ -160,3 +160,27 @@ def load_tasks(
         have = ", ".join(sorted(present))
         raise TaskFileError(f"{file}: no tasks of class {', '.join(missing)} (file has: {have})")
     return [task for task in tasks if task.task_class in wanted]
+
+
+def select_tasks(
+    tasks: Iterable[CalibrationTask],
+    *,
+    max_per_class: int | None = None,
+    shortest_first: bool = False,
+) -> list[CalibrationTask]:
+    """Cap the tasks per class, keeping file order in the result.
+
+    `shortest_first` keeps each class's shortest contexts (by characters) instead of its
+    first ones: the cheap subset, for runs on a slow local model.
+    """
+    pool = list(tasks)
+    if max_per_class is None:
+        return pool
+    ranked = sorted(pool, key=lambda task: len(task.context)) if shortest_first else pool
+    kept_ids: set[str] = set()
+    per_class: dict[str, int] = {}
+    for task in ranked:
+        if per_class.get(task.task_class, 0) < max_per_class:
+            kept_ids.add(task.id)
+            per_class[task.task_class] = per_class.get(task.task_class, 0) + 1
+    return [task for task in pool if task.id in kept_ids]

@@ -10,7 +10,7 @@ import pytest
 
 from tokenlens.cli import main
 from tokenlens.errors import TaskFileError
-from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
+from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks, select_tasks
 
 SEED_LINE = {
     "id": "num-budget-01",
@@ -132,3 +132,18 @@ def test_validate_command_fails_on_bad_file(
     path = write_lines(tmp_path, [good(), "{"])
     assert main(["tasks", "validate", str(path)]) == 2
     assert "tasks.jsonl:2:" in capsys.readouterr().err
+
+
+def test_select_tasks_caps_per_class_in_file_order_or_shortest_first(tmp_path: Path) -> None:
+    lines = [
+        good(id="n-long", context="x " * 300),
+        good(id="n-short", context="short context"),
+        good(id="n-mid", context="y " * 50),
+        good(id="e-1", task_class="extraction"),
+    ]
+    tasks = load_tasks(write_lines(tmp_path, lines))
+    first = select_tasks(tasks, max_per_class=2)
+    assert [t.id for t in first] == ["n-long", "n-short", "e-1"]
+    shortest = select_tasks(tasks, max_per_class=2, shortest_first=True)
+    assert [t.id for t in shortest] == ["n-short", "n-mid", "e-1"]  # file order kept
+    assert select_tasks(tasks) == tasks

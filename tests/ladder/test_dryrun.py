@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,18 @@ def test_dry_run_prints_and_survives_missing_llmlingua_model(
     n_arms = len(build_ladder(MODEL_FREE, (0.8, 0.5)))
     assert plan.answer_calls == 4 * config.repeats * (2 + n_arms)  # unavailable arms not counted
     assert Arm.parse("llmlingua2@0.5").key in {r.arm for r in lingua_rows}
+
+
+def test_exact_counts_come_from_count_tokens_when_a_key_is_configured(
+    fake_anthropic: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a key and the Anthropic backend, each row also carries count_tokens' figure."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+    config = _config(methods=("safe", "prune"), rates=(0.5,), backend="anthropic")
+    assert run_dry_run(config) == 0
+    out = capsys.readouterr().out
+    assert "count_tokens" in out and "exact" in out
+    counted = fake_anthropic.calls("/v1/messages/count_tokens")
+    assert len(counted) == 4 * 3  # 4 tasks x (cleartext, safe, prune@0.5)
+    assert not fake_anthropic.calls("/v1/messages")  # a dry run never asks for an answer

@@ -48,8 +48,10 @@ def offline_defaults(config: CalibrationConfig) -> tuple[CalibrationConfig, list
     notes: list[str] = []
     if config.max_tasks_per_class is None:
         updates["max_tasks_per_class"] = OFFLINE_MAX_TASKS_PER_CLASS
+        updates["shortest_tasks_first"] = True
         notes.append(
-            f"{OFFLINE_MAX_TASKS_PER_CLASS} tasks per class (widen: --max-tasks-per-class N)"
+            f"the {OFFLINE_MAX_TASKS_PER_CLASS} shortest tasks per class "
+            "(widen: --max-tasks-per-class N)"
         )
     if "repeats" not in chosen:
         updates["repeats"] = OFFLINE_REPEATS

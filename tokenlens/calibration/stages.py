@@ -44,7 +44,7 @@ from tokenlens.errors import (
 )
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import CompletionRequest, ModelClient
-from tokenlens.tasks import CalibrationTask, load_tasks
+from tokenlens.tasks import CalibrationTask
 from tokenlens.tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -126,17 +126,8 @@ def task_hash(task: CalibrationTask) -> str:
 
 
 def select_tasks(config: CalibrationConfig) -> list[CalibrationTask]:
-    """The run's tasks: the file's, filtered by class, capped per class in file order."""
-    tasks = load_tasks(config.tasks, classes=config.classes)
-    if config.max_tasks_per_class is None:
-        return tasks
-    kept: list[CalibrationTask] = []
-    per_class: dict[str, int] = {}
-    for task in tasks:
-        if per_class.get(task.task_class, 0) < config.max_tasks_per_class:
-            kept.append(task)
-            per_class[task.task_class] = per_class.get(task.task_class, 0) + 1
-    return kept
+    """The run's tasks (see `CalibrationConfig.selected_tasks`)."""
+    return config.selected_tasks()
 
 
 def load_stage(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file")
     parser.add_argument("--classes", type=_csv, default=None, help="comma-separated classes")
     parser.add_argument("--max-tasks-per-class", type=int, default=None)
+    parser.add_argument(
+        "--shortest-first",
+        action="store_true",
+        help="with --max-tasks-per-class: keep each class's shortest tasks",
+    )
     parser.add_argument(
         "--methods", type=_csv, default=DEFAULT_METHODS, help="comma-separated ladder methods"
     )
@@ -65,6 +71,7 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "tasks": args.tasks,
         "classes": args.classes,
         "max_tasks_per_class": args.max_tasks_per_class,
+        "shortest_tasks_first": args.shortest_first,
         "methods": args.methods,
         "rates": args.rates,
         "backend": args.backend,
@@ -91,12 +98,24 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
     return CalibrationConfig(**fields)
 
 
+#: Prefect settings for an in-process run, unless the user set them: a fresh ephemeral
+#: database can take longer than Prefect's 20 s start-up default on a small machine, and
+#: a calibration tool has no business phoning home.
+PREFECT_DEFAULTS: dict[str, str] = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if args.dry_run:
         from tokenlens.dryrun import run_dry_run
 
         return run_dry_run(config)
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     from flows.calibrate import run_calibration
 
     return run_calibration(config)
