@@ -48,12 +48,15 @@ def judge_calls(server: FakeAnthropic) -> list[Any]:
 
 
 def read_artifact(key: str) -> Any:
+    """The newest artifact with this key (other tests in the session write the same keys)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
 
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC,
         )
     assert found, f"no artifact with key {key}"
     return found[0]
