@@ -124,10 +124,14 @@ def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
 
 @task(**_STAGE_OPTIONS)
 def publish_policy(
-    cal: Calibration, curve: Curve, grades: list[Row], requested: list[str] | None
+    cal: Calibration,
+    curve: Curve,
+    grades: list[Row],
+    requested: list[str] | None,
+    unavailable: dict[str, str],
 ) -> Published:
     """Decide the policy per class and publish it with the report."""
-    return stages.publish_stage(cal, curve, grades, requested)
+    return stages.publish_stage(cal, curve, grades, requested, unavailable)
 
 
 @flow(name="calibrate", log_prints=True)
@@ -160,7 +164,8 @@ def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
     )
     load_tasks(cal, selected)
     compressions = compress_arms(cal, selected)
-    for arm, reason in stages.unavailable_arms(compressions).items():
+    unavailable = stages.unavailable_arms(compressions)
+    for arm, reason in unavailable.items():
         logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
     estimate = estimate_spend(cal, selected, compressions).describe()
     logger.info("spend estimate: %s", estimate)
@@ -172,7 +177,7 @@ def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
         raise
     curve = aggregate(cal, grades)
     requested = list(config.classes) if config.classes else None
-    published = publish_policy(cal, curve, grades, requested)
+    published = publish_policy(cal, curve, grades, requested, unavailable)
     lines = seed_lines(published.policy)
     _publish_artifacts(cal, curve, published, lines, estimate)
     return {
@@ -183,7 +188,7 @@ def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
         "ledger": str(cal.ledger.calls_path),
         "exit_code": published.exit_code,
         "policy_lines": lines,
-        "unavailable_arms": stages.unavailable_arms(compressions),
+        "unavailable_arms": unavailable,
         "new_calls": cal.spend.new_calls,
         "spent_usd": cal.spend.spent,
         "estimate": estimate,

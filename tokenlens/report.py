@@ -13,7 +13,7 @@ import base64
 import html
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,12 +306,17 @@ def render_markdown(
     plot_name: str,
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
+    unavailable: Mapping[str, str] | None = None,
 ) -> str:
     parts = ["# TokenLens calibration report", ""]
     if local_model:
         parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
     parts += [*_summary(policy, curve), ""]
     parts += ["## Policy", "", "```", *seed_lines(policy), "```", ""]
+    if unavailable:
+        parts += ["## Not measured", ""]
+        parts += [f"- `{arm}` was unavailable: {reason}" for arm, reason in unavailable.items()]
+        parts += [""]
     parts += ["## Per class", "", _md_table(*_class_table(policy)), ""]
     parts += [f"![reduction vs retention]({plot_name})", ""]
     parts += ["## Noise floors", "", _md_table(*_floor_table(curve)), ""]
@@ -339,6 +344,7 @@ def render_html(
     png: bytes,
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
+    unavailable: Mapping[str, str] | None = None,
 ) -> str:
     esc = html.escape
     parts = [
@@ -351,6 +357,12 @@ def render_html(
         parts.append(f"<p class='banner'>{esc(LOCAL_MODEL_BANNER)}</p>")
     parts += [f"<p>{esc(line)}</p>" for line in _summary(policy, curve)]
     parts += ["<h2>Policy</h2>", f"<pre>{esc(chr(10).join(seed_lines(policy)))}</pre>"]
+    if unavailable:
+        items = "".join(
+            f"<li><code>{esc(arm)}</code> was unavailable: {esc(reason)}</li>"
+            for arm, reason in unavailable.items()
+        )
+        parts += ["<h2>Not measured</h2>", f"<ul>{items}</ul>"]
     parts += ["<h2>Per class</h2>", _html_table(*_class_table(policy))]
     encoded = base64.b64encode(png).decode("ascii")
     parts.append(f"<img alt='reduction vs retention' src='data:image/png;base64,{encoded}'>")
@@ -371,8 +383,13 @@ def write_report(
     name: str = "calibration",
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
+    unavailable: Mapping[str, str] | None = None,
 ) -> ReportPaths:
-    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically."""
+    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically.
+
+    `unavailable` maps arm keys that could not run here (e.g. LLMLingua-2 without its
+    weights) to the reason, so the report says what was not measured instead of omitting it.
+    """
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     png = plot_curve(curve, policy)
@@ -381,9 +398,21 @@ def write_report(
     tmp.write_bytes(png)
     tmp.replace(paths.plot)
     markdown = render_markdown(
-        policy, curve, plot_name=paths.plot.name, agreement=agreement, local_model=local_model
+        policy,
+        curve,
+        plot_name=paths.plot.name,
+        agreement=agreement,
+        local_model=local_model,
+        unavailable=unavailable,
     )
     atomic_write_text(paths.markdown, markdown)
-    page = render_html(policy, curve, png=png, agreement=agreement, local_model=local_model)
+    page = render_html(
+        policy,
+        curve,
+        png=png,
+        agreement=agreement,
+        local_model=local_model,
+        unavailable=unavailable,
+    )
     atomic_write_text(paths.html, page)
     return paths

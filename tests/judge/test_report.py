@@ -93,3 +93,15 @@ def test_judge_agreement_section(tmp_path) -> None:
     md = write_report(policy, curve, tmp_path, agreement=agreement).markdown.read_text("utf-8")
     assert "## Judge agreement" in md
     assert "metric and claude-haiku-4-5" in md
+
+
+def test_unavailable_arms_are_reported_with_their_reason(tmp_path) -> None:
+    curve, policy = _built(_realistic())
+    reason = "cannot load <weights>: offline (HF_HUB_OFFLINE=1)"
+    paths = write_report(policy, curve, tmp_path, unavailable={"llmlingua2@0.4": reason})
+    md = paths.markdown.read_text(encoding="utf-8")
+    page = paths.html.read_text(encoding="utf-8")
+    assert "## Not measured" in md and f"`llmlingua2@0.4` was unavailable: {reason}" in md
+    assert "Not measured" in page and "cannot load &lt;weights&gt;" in page
+    plain = write_report(policy, curve, tmp_path / "plain")
+    assert "Not measured" not in plain.markdown.read_text(encoding="utf-8")

@@ -598,6 +598,7 @@ def publish_stage(
     curve: Curve,
     grades: list[Row],
     requested: list[str] | None,
+    unavailable: dict[str, str] | None = None,
 ) -> Published:
     """Decide, write the policy (`<reports>/policy/<id>.json` + latest) and the report."""
     import pandas as pd
@@ -626,6 +627,11 @@ def publish_stage(
             mode=cal.config.mode,
         )
     paths = write_report(
-        policy, curve, reports, agreement=agreement, local_model=cal.backend == "local"
+        policy,
+        curve,
+        reports,
+        agreement=agreement,
+        local_model=cal.backend == "local",
+        unavailable=unavailable,
     )
     return Published(policy, policy_path, paths.html, exit_code(policy, requested))
