@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -17,10 +19,12 @@ from tokenlens.models.base import Completion, CompletionRequest, Message
 from tokenlens.models.local import (
     GRAMMAR_MAX_STRING,
     LocalClient,
+    PromptStateCache,
     default_model_path,
     grammar_schema,
     resolve_model_path,
 )
+from tokenlens.models.local import _PromptState as PromptState
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.tasks import CalibrationTask
 
@@ -35,7 +39,7 @@ TASK = CalibrationTask(
     reference="Alice paid invoice 4417 on March 3.",
     system="Answer briefly, using only the context.",
 )
-JUDGE_LIKE_SCHEMA = {
+JUDGE_LIKE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "reasoning": {"type": "string"},
@@ -80,7 +84,7 @@ def test_bundled_model_is_found_without_importing_its_package() -> None:
     assert resolve_model_path(str(path)) == path.resolve()  # any GGUF path is a valid setting
 
 
-def test_a_missing_model_path_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_model_path_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelCallError, match="neither 'smollm2' nor an existing GGUF file"):
         LocalClient(str(tmp_path / "nope.gguf"))
 
@@ -167,3 +171,95 @@ def test_concurrent_calls_are_serialised_and_stay_seeded(local: LocalClient) -> 
     for t in threads:
         t.join()
     assert len(results) == 2 and results[0] == results[1]
+
+
+def task_request(seed: int, *, question: str = TASK.question) -> CompletionRequest:
+    """A calibration-like request (system + context + question), sampled at temperature 1."""
+    task = TASK.model_copy(update={"question": question})
+    return CompletionRequest.from_body(
+        task.to_request(model="smollm2", max_tokens=24), temperature=1.0, seed=seed
+    )
+
+
+def entry(nbytes: int) -> PromptState:
+    return PromptState(llama_state=b"s" * (nbytes - 4), logits=b"lllL")
+
+
+def test_prompt_cache_is_lru_bounded_by_bytes() -> None:
+    cache = PromptStateCache()
+    cache.put((1,), entry(40), max_bytes=100)
+    cache.put((2,), entry(40), max_bytes=100)
+    assert cache.get((1,)) is not None  # (1,) is now the most recently used
+    cache.put((3,), entry(40), max_bytes=100)  # over budget: evicts (2,), the oldest
+    assert cache.get((2,)) is None and cache.get((1,)) and cache.get((3,))
+    assert len(cache) == 2 and cache.nbytes == 80
+    cache.put((4,), entry(101), max_bytes=100)  # larger than the whole budget: not kept
+    assert cache.get((4,)) is None and cache.nbytes == 80
+    cache.put((1,), entry(61), max_bytes=100)  # replacing re-counts: 40 + 61 > 100
+    assert cache.get((3,)) is None and cache.nbytes == 61 and len(cache) == 1
+
+
+def test_a_negative_prompt_cache_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="prompt_cache_bytes"):
+        LocalClient(prompt_cache_bytes=-1)
+
+
+@pytest.mark.slow
+def test_a_repeated_prompt_is_served_from_the_prompt_cache() -> None:
+    client = LocalClient()  # same loaded model as `local`, own counters
+    question = "Which office opened in 2019? Reply in five words."  # a prompt no other test uses
+    text_of(client, task_request(1, question=question))
+    assert (client.cache_hits, client.cache_misses) == (0, 1)
+    text_of(client, task_request(2, question=question))
+    text_of(client, task_request(3, question=question))
+    assert (client.cache_hits, client.cache_misses) == (2, 1)
+    text_of(client, task_request(2, question=question + " "))  # any other prompt: a miss
+    assert (client.cache_hits, client.cache_misses) == (2, 2)
+
+
+@pytest.mark.slow
+def test_same_seed_gives_the_same_text_with_or_without_a_cache_hit() -> None:
+    uncached = LocalClient(prompt_cache_bytes=0)
+    cached = LocalClient()
+    question = "When was invoice 4417 paid, and how? Answer in one sentence."
+    seeds = (5, 6, 7)
+    fresh = {seed: text_of(uncached, task_request(seed, question=question)) for seed in seeds}
+    assert uncached.cache_hits == uncached.cache_misses == 0  # the cache was off
+    first = {seed: text_of(cached, task_request(seed, question=question)) for seed in seeds}
+    again = {seed: text_of(cached, task_request(seed, question=question)) for seed in seeds}
+    assert (cached.cache_hits, cached.cache_misses) == (5, 1)
+    assert fresh == first == again
+    assert len(set(fresh.values())) > 1  # different seeds still differ
+
+
+@pytest.mark.slow
+def test_greedy_and_json_schema_calls_match_through_the_prompt_cache() -> None:
+    base = CompletionRequest(
+        model="smollm2",
+        messages=(
+            Message(
+                role="user",
+                content="Grade answer A from 0 to 100 against the reference.\n"
+                "<reference>Alice paid on March 3</reference>\n<answer_a>Alice</answer_a>",
+            ),
+        ),
+        max_tokens=300,
+        temperature=0.0,
+        json_schema=JUDGE_LIKE_SCHEMA,
+    )
+    uncached = LocalClient(prompt_cache_bytes=0).complete(base)
+    cached = LocalClient()
+    first, second = cached.complete(base), cached.complete(base)
+    assert cached.cache_hits == 1
+    assert first.parsed is not None
+    jsonschema.validate(first.parsed, JUDGE_LIKE_SCHEMA)
+    assert uncached.text == first.text == second.text
+
+
+@pytest.mark.slow
+def test_a_prompt_larger_than_the_cache_bound_is_not_kept() -> None:
+    client = LocalClient(prompt_cache_bytes=1_000)  # far below one prompt's state
+    question = "How many staff does the Lisbon office have?"
+    for seed in (1, 2):
+        text_of(client, task_request(seed, question=question))
+    assert (client.cache_hits, client.cache_misses) == (0, 2)

@@ -9,7 +9,15 @@ the *instrument* on a tiny model, never Claude: `OFFLINE_BANNER` says so.
 This is the only module that imports `llama_cpp` (lazily). A model is loaded once per
 process per path and shared; a lock serialises generation on it (llama.cpp contexts are
 not thread-safe). Before each call the context is reset, so a seed always repeats: reusing
-a cached prompt prefix changes the logits slightly and with them the sampled text.
+a cached prompt prefix (llama.cpp's own prefix reuse re-evaluates the last prompt token
+alone) changes the logits slightly and with them the sampled text.
+
+Calibration asks the SAME prompt many times with different seeds, and prompt evaluation
+dominates on a small CPU, so an exact-prompt cache (`PromptStateCache`, LRU bounded by
+bytes, one per loaded model) keeps what a full evaluation of a prompt left behind: the KV
+state and the logits of its last token. A repeated prompt restores both and samples at
+once; because both are the bytes a fresh evaluation produced, a seed gives the same text
+with or without a cache hit. llama.cpp's state does not carry the logits, hence the copy.
 
 Structured output uses llama.cpp's JSON-schema grammar (`response_format` with a schema),
 with unbounded strings capped (`GRAMMAR_MAX_STRING`) so the object always closes; the
@@ -21,10 +29,14 @@ same seed, or greedy decoding, would repeat the same invalid reply). Generation 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -41,8 +53,10 @@ from tokenlens.models.structured import parse_structured
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
+    "DEFAULT_PROMPT_CACHE_BYTES",
     "OFFLINE_BANNER",
     "LocalClient",
+    "PromptStateCache",
     "default_model_path",
     "resolve_model_path",
 ]
@@ -67,6 +81,11 @@ GRAMMAR_MAX_STRING = 400
 #: Temperature of a retry after an invalid reply to a greedy (temperature 0) request:
 #: greedy decoding would repeat the same invalid reply whatever the seed.
 RETRY_TEMPERATURE = 0.7
+#: Default bound of the exact-prompt cache. An entry costs ~23 KB per prompt token on
+#: SmolLM2-135M (KV cache, independent of n_ctx) plus 192 KB of logits: ~28 MB for a
+#: 1,200-token prompt, ~75 MB for the longest starter task. A run asks a task's prompts
+#: (cleartext + each arm) across its replicates before moving on, so this holds them.
+DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
 
 
 def default_model_path() -> Path:
@@ -107,10 +126,69 @@ def default_threads() -> int:
     return max(1, min(4, cores // 2))
 
 
+@dataclass(frozen=True)
+class _PromptState:
+    """What evaluating one prompt left in the context: KV state and last-token logits."""
+
+    llama_state: bytes
+    logits: bytes
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.llama_state) + len(self.logits)
+
+
+class PromptStateCache:
+    """Evaluated prompts keyed by their exact token list; least recently used goes first.
+
+    Not thread-safe on its own: it is used under the model's generation lock.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[int, ...], _PromptState] = OrderedDict()
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: tuple[int, ...]) -> _PromptState | None:
+        state = self._entries.get(key)
+        if state is not None:
+            self._entries.move_to_end(key)
+        return state
+
+    def put(self, key: tuple[int, ...], state: _PromptState, max_bytes: int) -> None:
+        """Store `state`, evicting the oldest entries to stay within `max_bytes`."""
+        self.discard(key)
+        if state.nbytes > max_bytes:
+            return
+        while self._entries and self.nbytes + state.nbytes > max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self.nbytes -= evicted.nbytes
+        self._entries[key] = state
+        self.nbytes += state.nbytes
+
+    def discard(self, key: tuple[int, ...]) -> None:
+        state = self._entries.pop(key, None)
+        if state is not None:
+            self.nbytes -= state.nbytes
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.nbytes = 0
+
+
 @dataclass
 class _Loaded:
     llm: Any
     lock: threading.Lock
+    cache: PromptStateCache = field(default_factory=PromptStateCache)
+
+
+@dataclass
+class _CacheOutcome:
+    hit: bool = False
+    miss: bool = False
 
 
 _LOADED: dict[tuple[Path, int, int], _Loaded] = {}
@@ -135,6 +213,85 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
             raise ModelCallError(f"cannot load GGUF model {path}: {exc}") from exc
         _LOADED[key] = _Loaded(llm, threading.Lock())
         return _LOADED[key]
+
+
+def _capture_prompt_state(llm: Any) -> _PromptState | None:
+    """The context's state right after a prompt evaluation (None if llama.cpp refuses)."""
+    import llama_cpp
+
+    size = int(llama_cpp.llama_state_get_size(llm.ctx))
+    buffer = (ctypes.c_uint8 * size)()
+    written = int(llama_cpp.llama_state_get_data(llm.ctx, buffer, size))
+    logits = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    if not written or written > size or not logits:
+        return None
+    return _PromptState(
+        ctypes.string_at(buffer, written), ctypes.string_at(logits, 4 * llm.n_vocab())
+    )
+
+
+def _restore_prompt_state(llm: Any, tokens: Sequence[int], state: _PromptState) -> bool:
+    """Put the context back where evaluating `tokens` left it; False if that failed.
+
+    Private llama-cpp-python internals (0.3.x), kept to this one function: `Llama.eval`
+    records the evaluated tokens in `input_ids`/`n_tokens` and clears `_requires_eval`,
+    and sampling reads the logits of the last output from the llama.cpp context, which
+    `llama_state_set_data` does not restore, so they are written back by hand.
+    """
+    import llama_cpp
+
+    size = len(state.llama_state)
+    buffer = (ctypes.c_uint8 * size).from_buffer_copy(state.llama_state)
+    if int(llama_cpp.llama_state_set_data(llm.ctx, buffer, size)) != size:
+        return False
+    logits = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    if not logits or len(state.logits) != 4 * llm.n_vocab():
+        return False
+    ctypes.memmove(logits, state.logits, len(state.logits))
+    llm.input_ids[: len(tokens)] = tokens
+    llm.n_tokens = len(tokens)
+    llm._requires_eval = False
+    return True
+
+
+@contextmanager
+def _exact_prompt_cache(
+    llm: Any, cache: PromptStateCache, max_bytes: int
+) -> Iterator[_CacheOutcome]:
+    """While active, the prompt evaluation of a reset context goes through `cache`.
+
+    `Llama.generate` resets the context, evaluates the whole prompt with one `eval`
+    call, then evaluates each sampled token; the first `eval` on an empty context is
+    therefore the prompt. It is shadowed on the instance (not the class) for the
+    duration: a hit restores the stored state instead of evaluating, a miss evaluates
+    and stores. The caller holds the model's lock.
+    """
+    outcome = _CacheOutcome()
+    evaluate: Callable[[Any, Sequence[int]], None] = type(llm).eval
+
+    def eval_through_cache(tokens: Sequence[int]) -> None:
+        if llm.n_tokens != 0 or not tokens:
+            evaluate(llm, tokens)
+            return
+        key = tuple(int(t) for t in tokens)
+        state = cache.get(key)
+        if state is not None:
+            if _restore_prompt_state(llm, key, state):
+                outcome.hit = True
+                return
+            cache.discard(key)
+            llm.reset()
+        evaluate(llm, tokens)
+        outcome.miss = True
+        fresh = _capture_prompt_state(llm)
+        if fresh is not None:
+            cache.put(key, fresh, max_bytes)
+
+    llm.eval = eval_through_cache
+    try:
+        yield outcome
+    finally:
+        del llm.eval
 
 
 def grammar_schema(schema: Any) -> Any:
@@ -172,6 +329,10 @@ class LocalClient:
         n_ctx: context window in tokens (prompt + answer).
         n_threads: CPU threads for llama.cpp (default: `default_threads()`).
         retry: the retry policy; only invalid structured replies are retried locally.
+        prompt_cache_bytes: bound of the exact-prompt cache (0 turns it off); the cache
+            belongs to the loaded model, shared by clients of the same model.
+
+    `cache_hits` / `cache_misses` count this client's prompts served from / added to it.
     """
 
     name = "local"
@@ -183,12 +344,18 @@ class LocalClient:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         retry: RetryPolicy | None = None,
+        prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     ) -> None:
         self.model_path = resolve_model_path(model)
         self.model = self.model_path.name.removesuffix(".gguf")
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.retry = retry or RetryPolicy(max_attempts=3, initial_wait_s=0.0, jitter_s=0.0)
+        if prompt_cache_bytes < 0:
+            raise ValueError(f"prompt_cache_bytes must be >= 0, got {prompt_cache_bytes}")
+        self.prompt_cache_bytes = prompt_cache_bytes
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     @property
     def banner(self) -> str:
@@ -217,13 +384,16 @@ class LocalClient:
             with loaded.lock:
                 try:
                     loaded.llm.reset()
-                    result = loaded.llm.create_chat_completion(
-                        messages=messages,
-                        max_tokens=request.max_tokens,
-                        temperature=temperature,
-                        seed=seed,
-                        **extra,
-                    )
+                    with self._prompt_cache(loaded) as outcome:
+                        result = loaded.llm.create_chat_completion(
+                            messages=messages,
+                            max_tokens=request.max_tokens,
+                            temperature=temperature,
+                            seed=seed,
+                            **extra,
+                        )
+                    self.cache_hits += int(outcome.hit)
+                    self.cache_misses += int(outcome.miss)
                 except (ValueError, RuntimeError) as exc:
                     raise ModelCallError(
                         f"local model {self.model} failed: {exc}", retryable=False
@@ -231,6 +401,11 @@ class LocalClient:
             return self._completion(result, request, time.perf_counter() - started)
 
         return call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
+
+    def _prompt_cache(self, loaded: _Loaded) -> AbstractContextManager[_CacheOutcome]:
+        if not self.prompt_cache_bytes:
+            return nullcontext(_CacheOutcome())
+        return _exact_prompt_cache(loaded.llm, loaded.cache, self.prompt_cache_bytes)
 
     def _completion(
         self, result: dict[str, Any], request: CompletionRequest, latency_s: float
