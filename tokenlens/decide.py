@@ -535,7 +535,9 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
         return _none(
             name,
             "unmeasurable",
-            "unmeasurable — no control pairs were graded, so the noise floor is unknown",
+            "unmeasurable — no control pair could be graded (its answers failed, e.g. were "
+            "cut off at max_tokens, or the cleartext scored 0: see the grades table's error "
+            "column), so the noise floor is unknown",
         )
     ctrl = control.iloc[0]
     floor = float(ctrl["noise_floor"])
