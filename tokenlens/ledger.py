@@ -478,22 +478,15 @@ class LedgerClient:
         except Exception:
             self.stats.bump("failed")
             raise
-        self.ledger.put(
-            key,
-            kind=self.kind,
-            client=self.name,
-            request=request,
-            completion=completion,
-            salt=self.salt,
-        )
-        self.spend.add(completion)
-        self.stats.bump("new")
-        self._notify(False, completion)
+        self._store(key, request, completion)
         return completion
 
     def record(self, request: CompletionRequest, completion: Completion) -> None:
         """Store a completion obtained another way (e.g. from a message batch)."""
-        key = self.key(request)
+        self._store(self.key(request), request, completion)
+
+    def _store(self, key: str, request: CompletionRequest, completion: Completion) -> None:
+        """Journal a paid call durably, count its spend, and tell the progress listener."""
         self.ledger.put(
             key,
             kind=self.kind,
