@@ -1,7 +1,8 @@
 """The proxy as a starlette app: `create_app(settings)`.
 
 Routes: `/tokenlens/` (dashboard), `/tokenlens/feed.json`, and everything else relayed
-upstream. The lifespan owns the one pooled `httpx.AsyncClient`, the policy file poller
+upstream. The lifespan owns the relay's connection pool (`Upstream`), the pooled
+`httpx.AsyncClient` for background calls, the policy file poller
 and the background jobs. This module and everything it imports stay light: no prefect,
 pandas, pyarrow or flows (a test checks `sys.modules`), so the server starts in about a
 second.
@@ -31,6 +32,7 @@ from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
 from tokenlens.proxy.stats import ProxyStats
+from tokenlens.proxy.upstream import Upstream
 
 log = logging.getLogger("tokenlens.proxy")
 
@@ -96,6 +98,9 @@ def create_app(
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
             follow_redirects=False,
         )
+        upstream = Upstream(
+            settings.upstream_base, timeout_s=settings.upstream_timeout_s, transport=transport
+        )
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
         shadow = None
         if settings.judge:
@@ -116,6 +121,7 @@ def create_app(
             compressor=compressor or default_compressor(),
             client=client,
             background=background,
+            upstream=upstream,
             shadow=shadow,
         )
         if state.compressing:
@@ -130,6 +136,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
             await background.aclose()
+            await upstream.aclose()
             await client.aclose()
 
     async def dashboard(request: Request) -> Response:

@@ -32,11 +32,13 @@ from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import ShadowJudge
 from tokenlens.proxy.stats import ProxyStats
+from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS, Upstream, UpstreamResponse
 
 log = logging.getLogger("tokenlens.proxy")
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+_STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 
 
 @dataclass
@@ -49,6 +51,8 @@ class ProxyState:
     compressor: Compressor
     client: httpx.AsyncClient
     background: BackgroundWork
+    #: The relay's own pool (the hot path); `client` serves background calls.
+    upstream: Upstream
     shadow: ShadowJudge | None = None
 
     @property
@@ -239,46 +243,51 @@ class Handler:
     ) -> Response:
         state = self.state
         stats = state.stats
-        url = self.upstream + request.scope.get("raw_path", request.url.path.encode()).decode(
-            "latin-1"
-        )
-        query = request.scope.get("query_string", b"")
+        scope = request.scope
+        path: str = scope["path"]
+        target: bytes = scope.get("raw_path") or path.encode("latin-1")
+        query: bytes = scope.get("query_string", b"")
         if query:
-            url += "?" + query.decode("latin-1")
-        headers = relay.request_headers(request.headers.raw, keep_length=keep_length)
-        upstream_request = state.client.build_request(
-            request.method, url, headers=headers, content=content
-        )
+            target += b"?" + query
+        headers = relay.request_headers(scope["headers"], keep_length=keep_length)
         started = time.perf_counter()
         try:
-            upstream = await state.client.send(upstream_request, stream=True)
-        except httpx.TimeoutException as exc:
+            upstream = await state.upstream.send(scope["method"], target, headers, content)
+        except TIMEOUT_ERRORS as exc:
             stats.upstream_unreachable += 1
             log.warning("upstream timed out (%s)", type(exc).__name__)
             return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
-        except httpx.HTTPError as exc:
+        except UPSTREAM_ERRORS as exc:
             stats.upstream_unreachable += 1
             log.warning("upstream unreachable (%s)", type(exc).__name__)
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
             )
-        status = upstream.status_code
-        stats.upstream_status[f"{status // 100}xx"] += 1
-        out_headers = relay.response_headers(upstream.headers.raw)
+        status = upstream.status
+        stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
+        out_headers = relay.response_headers(upstream.headers)
         if plan is not None:
             out_headers += plan.extra_headers
-        log.debug(
-            "%s %s -> %d class=%s arm=%s %.1fms",
-            request.method,
-            route_kind(request.url.path),  # never the path itself: it is client text
-            status,
-            (plan.task_class or "-") if plan else "-",
-            plan.arm.key if plan and plan.arm else "none",
-            (time.perf_counter() - started) * 1000,
-        )
-        encoding = upstream.headers.get("content-encoding")
-        length = upstream.headers.get("content-length")
-        event_stream = "text/event-stream" in upstream.headers.get("content-type", "")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "%s %s -> %d class=%s arm=%s %.1fms",
+                scope["method"],
+                route_kind(path),  # never the path itself: it is client text
+                status,
+                (plan.task_class or "-") if plan else "-",
+                plan.arm.key if plan and plan.arm else "none",
+                (time.perf_counter() - started) * 1000,
+            )
+        encoding = length = content_type = None
+        for key, value in upstream.headers:
+            name = key.lower()
+            if name == b"content-encoding" and encoding is None:
+                encoding = value.decode("latin-1")
+            elif name == b"content-length" and length is None:
+                length = value.decode("latin-1")
+            elif name == b"content-type" and content_type is None:
+                content_type = value.decode("latin-1")
+        event_stream = content_type is not None and "text/event-stream" in content_type
         if (
             not event_stream
             and length is not None
@@ -287,20 +296,20 @@ class Handler:
         ):
             try:
                 raw = b"".join([chunk async for chunk in upstream.aiter_raw()])
-            except httpx.HTTPError as exc:
+            except UPSTREAM_ERRORS as exc:
                 log.warning("upstream body failed (%s)", type(exc).__name__)
                 return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
             finally:
                 await upstream.aclose()
             response = Response(content=raw, status_code=status)
             response.raw_headers = out_headers
-            if request.url.path == MESSAGES_PATH and status == 200:
+            if path == MESSAGES_PATH and status == 200:
                 state.background.hold()
                 response.background = BackgroundTask(self._after_json, raw, encoding, plan)
             return response
         tap = None
         if (
-            request.url.path == MESSAGES_PATH
+            path == MESSAGES_PATH
             and status == 200
             and event_stream
             and (not encoding or encoding == "identity")
@@ -312,7 +321,7 @@ class Handler:
         return streaming
 
     async def _relay_stream(
-        self, upstream: httpx.Response, tap: relay.SseTap | None, plan: Plan | None
+        self, upstream: UpstreamResponse, tap: relay.SseTap | None, plan: Plan | None
     ) -> AsyncIterator[bytes]:
         """Relay upstream chunks the moment they arrive; tap them without holding them."""
         finished = False
@@ -322,7 +331,7 @@ class Handler:
                     tap.feed(chunk)
                 yield chunk
             finished = True
-        except httpx.HTTPError as exc:
+        except UPSTREAM_ERRORS as exc:
             log.warning("upstream stream broke off (%s)", type(exc).__name__)
         finally:
             with anyio.CancelScope(shield=True):
