@@ -209,7 +209,6 @@ def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
                     result = compress_request(body, arm, settings=settings)
                 except ArmUnavailable as exc:
                     unavailable[arm.key] = str(exc)
-                    log.warning("arm %s unavailable: %s", arm.key, exc)
                     rows.append(_failed_compression(base, "unavailable", str(exc)))
                 except CompressionError as exc:
                     rows.append(_failed_compression(base, "error", str(exc)))

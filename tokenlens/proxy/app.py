@@ -75,13 +75,12 @@ def create_app(
     *,
     compressor: Compressor | None = None,
     judge_factory: JudgeFactory | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     store: PolicyStore | None = None,
 ) -> Starlette:
     """Build the app. Raises PolicyError when `settings.policy_path` cannot be loaded.
 
-    `compressor`, `judge_factory` and `transport` are seams for tests (a crashing codec,
-    a scripted judge, an in-process upstream); production uses the defaults.
+    `compressor` and `judge_factory` are seams for tests (a crashing codec, a scripted
+    judge); production uses the defaults.
     """
     quiet_libraries()
     if store is None and settings.policy_path is not None:
@@ -93,14 +92,11 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         client = httpx.AsyncClient(
-            transport=transport,
             timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
             follow_redirects=False,
         )
-        upstream = Upstream(
-            settings.upstream_base, timeout_s=settings.upstream_timeout_s, transport=transport
-        )
+        upstream = Upstream(settings.upstream_base, timeout_s=settings.upstream_timeout_s)
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
         shadow = None
         if settings.judge:

@@ -10,7 +10,6 @@ raw (transfer-decoded, still content-encoded). Background calls keep the httpx c
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
-from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpcore
@@ -30,25 +29,13 @@ Headers = list[tuple[bytes, bytes]]
 Content = bytes | AsyncIterator[bytes]
 
 
-class UpstreamResponse(Protocol):
-    """What the relay reads of an upstream answer."""
+class UpstreamResponse:
+    """What the relay reads of an upstream answer: status, raw headers, raw body chunks."""
 
-    @property
-    def status(self) -> int: ...
-
-    @property
-    def headers(self) -> Sequence[tuple[bytes, bytes]]: ...
-
-    def aiter_raw(self) -> AsyncIterator[bytes]: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _CoreResponse:
     def __init__(self, response: httpcore.Response) -> None:
         self._response = response
         self.status = response.status
-        self.headers = response.headers
+        self.headers: Sequence[tuple[bytes, bytes]] = response.headers
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         stream = self._response.stream
@@ -60,25 +47,8 @@ class _CoreResponse:
         await self._response.aclose()
 
 
-class _HttpxResponse:
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-        self.status = response.status_code
-        self.headers = response.headers.raw
-
-    def aiter_raw(self) -> AsyncIterator[bytes]:
-        return self._response.aiter_raw()
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
-
-
 class Upstream:
-    """Sends one relayed request to `base` (scheme, host, port and an optional path prefix).
-
-    `transport` is the test seam: an httpx transport (e.g. in-process) used instead of
-    the pool.
-    """
+    """Sends one relayed request to `base` (scheme, host, port and an optional path prefix)."""
 
     def __init__(
         self,
@@ -87,7 +57,6 @@ class Upstream:
         timeout_s: float,
         connect_timeout_s: float = 10.0,
         max_keepalive: int = 200,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         parts = urlsplit(base)
         self._scheme = parts.scheme.encode("ascii")
@@ -100,24 +69,20 @@ class Upstream:
             netloc += f":{parts.port}"
         self._host_header = netloc.encode("idna")
         self._prefix = parts.path.rstrip("/").encode("latin-1")
-        self._base = base
         self._timeouts = {
             "connect": connect_timeout_s,
             "read": timeout_s,
             "write": timeout_s,
             "pool": timeout_s,
         }
-        self._transport = transport
-        self._pool: httpcore.AsyncConnectionPool | None = None
-        if transport is None:
-            self._pool = httpcore.AsyncConnectionPool(
-                ssl_context=httpx.create_ssl_context() if parts.scheme == "https" else None,
-                max_connections=None,
-                max_keepalive_connections=max_keepalive,
-                keepalive_expiry=5.0,
-                http1=True,
-                http2=False,
-            )
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context() if parts.scheme == "https" else None,
+            max_connections=None,
+            max_keepalive_connections=max_keepalive,
+            keepalive_expiry=5.0,
+            http1=True,
+            http2=False,
+        )
 
     async def send(
         self, method: str, target: bytes, headers: Headers, content: Content
@@ -129,12 +94,6 @@ class Upstream:
                 out.append((b"content-length", str(len(content)).encode("ascii")))
         elif not any(name.lower() == b"content-length" for name, _ in headers):
             out.append((b"transfer-encoding", b"chunked"))
-        if self._pool is None:
-            assert self._transport is not None
-            url = self._base + (self._prefix + target).decode("latin-1")
-            request = httpx.Request(method, url, headers=out, content=content)
-            request.extensions["timeout"] = self._timeouts
-            return _HttpxResponse(await self._transport.handle_async_request(request))
         core = httpcore.Request(
             method.encode("ascii"),
             httpcore.URL(
@@ -144,11 +103,10 @@ class Upstream:
             content=content,
             extensions={"timeout": self._timeouts},
         )
-        return _CoreResponse(await self._pool.handle_async_request(core))
+        return UpstreamResponse(await self._pool.handle_async_request(core))
 
     async def aclose(self) -> None:
-        if self._pool is not None:  # a seam transport belongs to the httpx client
-            await self._pool.aclose()
+        await self._pool.aclose()
 
 
 def header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
