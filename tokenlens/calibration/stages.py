@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from tokenlens.decide import Curve
     from tokenlens.policy import Policy
 
-log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 
