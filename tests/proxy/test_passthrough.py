@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
@@ -193,3 +199,50 @@ def test_sse_is_relayed_event_by_event_not_buffered(
     assert arrivals[0] < arrivals[-1] - 0.5
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert sum(gap > 0.08 for gap in gaps) >= len(gaps) // 2
+
+
+def test_client_leaving_mid_stream_stops_the_upstream_answer(start_proxy: StartProxy) -> None:
+    """The relay aborts the upstream exchange when its client goes away, so a generating
+    upstream is not left streaming (and billing) an answer nobody reads."""
+    total = 60
+    sent: list[int] = []
+    stopped = threading.Event()
+
+    async def slow_stream(request: Request) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                for i in range(total):
+                    sent.append(i)
+                    yield f'event: ping\ndata: {{"i": {i}}}\n\n'.encode()
+                    await asyncio.sleep(0.05)
+            finally:
+                stopped.set()
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    upstream = ThreadServer(
+        Starlette(routes=[Route("/v1/messages", slow_stream, methods=["POST"])])
+    )
+    upstream.start()
+    try:
+        proxy = start_proxy(ProxySettings(upstream=upstream.base_url))
+        with (
+            httpx.Client(timeout=10) as client,
+            client.stream(
+                "POST", f"{proxy.base_url}/v1/messages", json={**_request(), "stream": True}
+            ) as response,
+        ):
+            first = next(response.iter_raw())
+            assert b"event: ping" in first
+            # leaving the block before the end closes this connection
+        assert stopped.wait(timeout=10), "the upstream kept streaming after the client left"
+        assert len(sent) < total
+        proxy.wait_idle()
+        assert proxy.state.upstream.open_connections == 0
+        # the proxy still serves the next client
+        answer = httpx.post(
+            f"{proxy.base_url}/v1/messages", json={**_request(), "stream": True}, timeout=30
+        )
+        assert answer.status_code == 200 and answer.text.count("event: ping") == total
+    finally:
+        upstream.stop()

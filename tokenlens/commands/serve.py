@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,  # our own lines carry no query strings or headers
         server_header=False,
         date_header=False,
+        proxy_headers=False,  # nothing sits in front of us; skip the X-Forwarded-* rewriter
         lifespan="on",
         ws="none",
         log_config=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ import anyio
 import httpx
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tokenlens.compress.arms import Arm
@@ -39,6 +39,8 @@ log = logging.getLogger("tokenlens.proxy")
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+#: What the relay answers with: a whole response, or a body relayed as it arrives.
+Reply = Response | relay.StreamRelay
 
 
 @dataclass
@@ -120,7 +122,7 @@ class Handler:
         response = await self(Request(scope, receive))
         await response(scope, receive, send)
 
-    async def __call__(self, request: Request) -> Response:
+    async def __call__(self, request: Request) -> Reply:
         stats = self.state.stats
         path = request.scope["path"]
         try:
@@ -141,7 +143,7 @@ class Handler:
 
     # --- Messages -----------------------------------------------------------------
 
-    async def _messages(self, request: Request) -> Response:
+    async def _messages(self, request: Request) -> Reply:
         settings = self.state.settings
         body, rest = await read_bounded(request, settings.max_body_bytes)
         if rest is not None:
@@ -158,8 +160,8 @@ class Handler:
                 "upstream rejected a compressed body (arm %s); resending original",
                 plan.arm.key if plan.arm else "?",
             )
-            if isinstance(response, StreamingResponse):
-                await _close(response)
+            if isinstance(response, relay.StreamRelay):
+                await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
             return await self._forward(request, body, keep_length=False, plan=fallback)
@@ -240,7 +242,7 @@ class Handler:
         *,
         keep_length: bool,
         plan: Plan | None,
-    ) -> Response:
+    ) -> Reply:
         state = self.state
         stats = state.stats
         scope = request.scope
@@ -316,13 +318,13 @@ class Handler:
         ):
             tap = relay.SseTap(capture_text=bool(plan and plan.judge))
             state.background.hold()
-        streaming = StreamingResponse(self._relay_stream(upstream, tap, plan), status_code=status)
-        streaming.raw_headers = out_headers
-        return streaming
+        return relay.StreamRelay(
+            self._relay_stream(upstream, tap, plan), status, out_headers, upstream.abort
+        )
 
     async def _relay_stream(
         self, upstream: UpstreamResponse, tap: relay.SseTap | None, plan: Plan | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Relay upstream chunks the moment they arrive; tap them without holding them."""
         finished = False
         try:
@@ -332,7 +334,10 @@ class Handler:
                 yield chunk
             finished = True
         except UPSTREAM_ERRORS as exc:
-            log.warning("upstream stream broke off (%s)", type(exc).__name__)
+            if upstream.aborted:
+                log.debug("client left mid-stream; upstream answer abandoned")
+            else:
+                log.warning("upstream stream broke off (%s)", type(exc).__name__)
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()
@@ -427,10 +432,3 @@ def _tag(task_class: str | None, arm: Arm | None) -> list[tuple[bytes, bytes]]:
         (b"x-tokenlens-class", task_class.encode("latin-1")),
         (b"x-tokenlens-arm", (arm.key if arm else "none").encode("latin-1")),
     ]
-
-
-async def _close(response: StreamingResponse) -> None:
-    iterator = response.body_iterator
-    aclose = getattr(iterator, "aclose", None)
-    if aclose is not None:
-        await aclose()

@@ -8,12 +8,14 @@ come back byte for byte (raw, still encoded) with their status and headers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any
 
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 #: RFC 9110 hop-by-hop headers, plus ones the server in front of us sets itself.
 HOP_BY_HOP = frozenset(
@@ -29,7 +31,8 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length"}
+#: `expect: 100-continue` is answered by our own server; the body is here by now.
+_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "expect"}
 _DROP_RESPONSE = HOP_BY_HOP
 #: Headers a background call (count_tokens, shadow replay) needs from the client's request.
 CALL_HEADERS = frozenset({"x-api-key", "authorization", "anthropic-version", "anthropic-beta"})
@@ -79,6 +82,56 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"type": "error", "error": {"type": kind, "message": message}}, status_code=status
     )
+
+
+class StreamRelay:
+    """An ASGI response that relays an upstream body chunk by chunk, as it arrives.
+
+    Why not starlette's StreamingResponse: under uvicorn (ASGI spec 2.3) it runs every
+    stream in an anyio task group just to notice a client leaving, which cost about half a
+    millisecond of time-to-first-byte. Here one plain task waits for `http.disconnect` and
+    calls `on_disconnect` (the handler aborts the upstream exchange, so the relay loop ends
+    and the upstream stops generating an answer nobody will read).
+    """
+
+    def __init__(
+        self,
+        body: AsyncGenerator[bytes, None],
+        status_code: int,
+        headers: list[tuple[bytes, bytes]],
+        on_disconnect: Callable[[], None],
+    ) -> None:
+        self.body = body
+        self.status_code = status_code
+        self.raw_headers = headers
+        self._on_disconnect = on_disconnect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        watcher.add_done_callback(self._client_left)
+        try:
+            async for chunk in self.body:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            await self.body.aclose()
+
+    async def aclose(self) -> None:
+        """Discard without sending (the body's own clean-up closes the upstream answer)."""
+        await self.body.aclose()
+
+    def _client_left(self, watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled() and watcher.exception() is None:
+            self._on_disconnect()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def count_body(body: dict[str, Any]) -> dict[str, Any]:
