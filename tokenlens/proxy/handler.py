@@ -9,6 +9,7 @@ carry classes, arms, statuses and exception *types* only.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -18,7 +19,6 @@ from typing import Any
 
 import anyio
 import httpx
-from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -40,7 +40,7 @@ MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 #: What the relay answers with: a whole response, or a body relayed as it arrives.
-Reply = Response | relay.StreamRelay
+Reply = Response | relay.BufferedReply | relay.StreamRelay
 
 
 @dataclass
@@ -303,12 +303,11 @@ class Handler:
                 return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
             finally:
                 await upstream.aclose()
-            response = Response(content=raw, status_code=status)
-            response.raw_headers = out_headers
+            after = None
             if path == MESSAGES_PATH and status == 200:
                 state.background.hold()
-                response.background = BackgroundTask(self._after_json, raw, encoding, plan)
-            return response
+                after = functools.partial(self._after_json, raw, encoding, plan)
+            return relay.BufferedReply(status, out_headers, raw, after)
         tap = None
         if (
             path == MESSAGES_PATH
@@ -354,9 +353,8 @@ class Handler:
             message = relay.parse_message(decoded) if decoded is not None else None
             if message is not None:
                 usage = message.get("usage")
-                self._after(
-                    usage if isinstance(usage, dict) else None, relay.message_text(message), plan
-                )
+                answer = relay.message_text(message) if plan and plan.judge else None
+                self._after(usage if isinstance(usage, dict) else None, answer, plan)
         finally:
             self.state.background.release()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -32,8 +32,10 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: `expect: 100-continue` is answered by our own server; the body is here by now.
-_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "expect"}
-_DROP_RESPONSE = HOP_BY_HOP
+_DROP_REQUEST = frozenset(
+    name.encode("latin-1") for name in HOP_BY_HOP | {"host", "content-length", "expect"}
+)
+_DROP_RESPONSE = frozenset(name.encode("latin-1") for name in HOP_BY_HOP)
 #: Headers a background call (count_tokens, shadow replay) needs from the client's request.
 CALL_HEADERS = frozenset({"x-api-key", "authorization", "anthropic-version", "anthropic-beta"})
 #: Fields `/v1/messages/count_tokens` accepts out of a Messages body.
@@ -51,9 +53,7 @@ def request_headers(
         name = key.lower()
         if name.startswith(b"x-tokenlens-"):
             continue
-        if name.decode("latin-1") in _DROP_REQUEST and not (
-            keep_length and name == b"content-length"
-        ):
+        if name in _DROP_REQUEST and not (keep_length and name == b"content-length"):
             continue
         out.append((key, value))
     return out
@@ -61,11 +61,7 @@ def request_headers(
 
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """Upstream headers to send back (lower-cased, as ASGI wants them)."""
-    return [
-        (key.lower(), value)
-        for key, value in raw
-        if key.lower().decode("latin-1") not in _DROP_RESPONSE
-    ]
+    return [(name, value) for key, value in raw if (name := key.lower()) not in _DROP_RESPONSE]
 
 
 def call_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -82,6 +78,42 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"type": "error", "error": {"type": kind, "message": message}}, status_code=status
     )
+
+
+class BufferedReply:
+    """An ASGI response for an answer read whole: status, raw headers, body, then `after`.
+
+    Why not starlette's Response: it derives headers we then replace, and its background
+    task wrapper is a second layer around a single awaited call. `after` runs once the
+    client has the whole answer (bookkeeping that must not delay it).
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        after: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.raw_headers = headers
+        self.body = body
+        self.after = after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the upstream's own content-length is among the headers: the body is its raw bytes
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            await send({"type": "http.response.body", "body": self.body})
+        finally:
+            if self.after is not None:  # also when the client left: it releases a hold
+                await self.after()
 
 
 class StreamRelay:
