@@ -13,7 +13,7 @@ from tokenlens.compress.arms import Arm
 from tokenlens.errors import CompressionError
 from tokenlens.proxy.apply import choose_arm, compress_within, fallback_arm, policy_arm
 from tokenlens.proxy.classify import classify, rule_class, split_question
-from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, is_loopback
+from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, ignored_proxy_env, is_loopback
 
 from .conftest import entry, messages_body, standard_policy
 
@@ -187,3 +187,20 @@ def test_rules_on_the_bundled_starter_set() -> None:
         for task in tasks
     )
     assert right >= 0.6 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
+
+
+def test_an_outbound_proxy_variable_the_relay_ignores_is_named() -> None:
+    https = "https://api.anthropic.com"
+    assert ignored_proxy_env(https, {}) is None
+    assert ignored_proxy_env(https, {"HTTPS_PROXY": "http://corp:3128"}) == "HTTPS_PROXY"
+    assert ignored_proxy_env(https, {"all_proxy": "socks5://corp:1080"}) == "ALL_PROXY"
+    # an http-only proxy does not apply to an https upstream, and an empty value is unset
+    assert ignored_proxy_env(https, {"HTTP_PROXY": "http://corp:3128"}) is None
+    assert ignored_proxy_env(https, {"HTTPS_PROXY": ""}) is None
+    assert ignored_proxy_env("http://127.0.0.1:9", {"HTTP_PROXY": "x"}) == "HTTP_PROXY"
+    # NO_PROXY entries that cover the host: exact, a parent domain (with or without a dot), *
+    for no_proxy in ("api.anthropic.com", "anthropic.com", ".anthropic.com", "foo, *"):
+        env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": no_proxy}
+        assert ignored_proxy_env(https, env) is None, no_proxy
+    env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": "example.com,thropic.com"}
+    assert ignored_proxy_env(https, env) == "HTTPS_PROXY"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,12 +152,20 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
-    from tokenlens.proxy.settings import is_loopback
+    from tokenlens.proxy.settings import ignored_proxy_env, is_loopback
 
     settings = build_settings(args)
     # httpx logs every URL at INFO and the SDK whole requests at DEBUG, even under -v:
     # the proxy logs its own lines, which carry no prompt, key, path or query.
     quiet_libraries()
+    proxy_variable = ignored_proxy_env(settings.upstream_base, os.environ)
+    if proxy_variable is not None:
+        log.warning(
+            "%s is set, but relayed requests connect to the upstream directly (the proxy "
+            "does not tunnel through an outbound proxy); add the upstream's host to NO_PROXY "
+            "to silence this if direct access works",
+            proxy_variable,
+        )
     if not is_loopback(settings.host):
         log.warning(
             "binding %s (not loopback): anyone who can reach this port can use the proxy "

@@ -7,8 +7,10 @@ the dashboard can show exactly what is in force without re-parsing the command l
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tokenlens.compress.arms import Arm
 
@@ -89,3 +91,27 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def ignored_proxy_env(upstream: str, environ: Mapping[str, str]) -> str | None:
+    """The outbound-proxy variable that would apply to `upstream`, or None.
+
+    Why a warning and not support: the relay connects to the upstream itself (no CONNECT
+    tunnelling), so behind a mandatory corporate proxy relayed requests would fail while
+    the background calls, made with httpx, honour the variable. Saying so at start-up
+    beats a confusing 502 later.
+    """
+    parts = urlsplit(upstream)
+    names = ("https_proxy", "all_proxy") if parts.scheme == "https" else ("http_proxy", "all_proxy")
+    lowered = {key.lower(): value for key, value in environ.items() if value}
+    found = next((name for name in names if name in lowered), None)
+    if found is None:
+        return None
+    no_proxy = lowered.get("no_proxy", "")
+    host = parts.hostname or ""
+    for entry in (item.strip().lower() for item in no_proxy.split(",")):
+        if entry == "*" or (
+            entry and (host == entry.lstrip(".") or host.endswith("." + entry.lstrip(".")))
+        ):
+            return None
+    return found.upper()
