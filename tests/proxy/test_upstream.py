@@ -249,6 +249,24 @@ async def read_body(response: UpstreamResponse) -> bytes:
     return b"".join([part async for part in response.aiter_raw()])
 
 
+async def reading_past_the_first_chunk(
+    response: UpstreamResponse,
+) -> tuple[asyncio.Task[None], list[bytes]]:
+    """A task reading `response` into a list, returned once it waits for the next bytes."""
+    got: list[bytes] = []
+    first_seen = asyncio.Event()
+
+    async def reader() -> None:
+        async for part in response.aiter_raw():
+            got.append(part)
+            first_seen.set()
+
+    task = asyncio.create_task(reader())
+    await asyncio.wait_for(first_seen.wait(), 1.0)
+    await asyncio.sleep(0.02)  # the reader now waits for the next bytes
+    return task, got
+
+
 async def fetch(
     up: Upstream,
     method: str = "GET",
@@ -1289,17 +1307,7 @@ def test_abort_mid_stream_wakes_the_reader_and_hangs_up(run: Run[None], start: b
     async def scenario() -> None:
         async with Server(handler) as srv, upstream(srv.url, timeout_s=3.0) as up:
             response = await up.send("POST", b"/v1/messages", [], b"{}")
-            got: list[bytes] = []
-            first_seen = asyncio.Event()
-
-            async def reader() -> None:
-                async for part in response.aiter_raw():
-                    got.append(part)
-                    first_seen.set()
-
-            task = asyncio.create_task(reader())
-            await asyncio.wait_for(first_seen.wait(), 1.0)
-            await asyncio.sleep(0.02)  # the reader now waits for the next bytes
+            task, got = await reading_past_the_first_chunk(response)
             response.abort()
             with pytest.raises(UpstreamError) as caught:
                 await asyncio.wait_for(task, 1.0)  # at once, not after the read timeout
@@ -1349,17 +1357,7 @@ def test_cancelled_read_drops_the_connection(run: Run[None]) -> None:
     async def scenario() -> None:
         async with Server(handler) as srv, upstream(srv.url, timeout_s=3.0) as up:
             response = await up.send("GET", b"/stream", [], b"")
-            got: list[bytes] = []
-            first_seen = asyncio.Event()
-
-            async def reader() -> None:
-                async for part in response.aiter_raw():
-                    got.append(part)
-                    first_seen.set()
-
-            task = asyncio.create_task(reader())
-            await asyncio.wait_for(first_seen.wait(), 1.0)
-            await asyncio.sleep(0.02)  # the reader now waits for the next bytes
+            task, got = await reading_past_the_first_chunk(response)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

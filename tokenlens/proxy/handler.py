@@ -281,8 +281,7 @@ class Handler:
                 (time.perf_counter() - started) * 1000,
             )
         encoding = length = content_type = None
-        for key, value in upstream.headers:
-            name = key.lower()
+        for name, value in out_headers:  # already lower-cased
             if name == b"content-encoding" and encoding is None:
                 encoding = value.decode("latin-1")
             elif name == b"content-length" and length is None:
