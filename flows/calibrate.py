@@ -37,7 +37,7 @@ from tokenlens.calibration.session import (
 from tokenlens.calibration.stages import Calibration, Published, Row
 from tokenlens.calibration.summary import curve_records, spend_text
 from tokenlens.config import CalibrationConfig
-from tokenlens.decide import Curve
+from tokenlens.decision import Curve
 from tokenlens.errors import SpendLimitReached
 from tokenlens.report import seed_lines
 from tokenlens.tasks import CalibrationTask

@@ -2,7 +2,7 @@
 
 This module owns the policy file's schema. It is read by the proxy on its hot-reload
 path, so it imports nothing heavy (no pandas, no prefect). The decision logic that
-produces a policy lives in `tokenlens.decide`.
+produces a policy lives in `tokenlens.decision`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ DEFAULT_POLICY_DIR = Path("reports") / "policy"
 Verdict = Literal["measured", "provisional", "none"]
 VERDICT_MARK: dict[str, str] = {"measured": "✓", "provisional": "?", "none": "—"}
 #: Why a class got `none` (machine-readable; `reason` says it in words). `unmeasurable`
-#: and `no_arm_held` make `tokenlens calibrate` exit non-zero; `nothing_compressible`
-#: does not (there was nothing to decide).
-NoneCause = Literal["unmeasurable", "no_arm_held", "nothing_compressible"]
+#: , `no_arm_held` and `too_few_tasks` make `tokenlens calibrate` exit non-zero;
+#: `nothing_compressible` does not (there was nothing to decide).
+NoneCause = Literal["unmeasurable", "no_arm_held", "nothing_compressible", "too_few_tasks"]
 
 
 class Interval(BaseModel):
@@ -49,6 +49,8 @@ class PolicyEntry(BaseModel):
     method: str = "none"
     rate: float | None = None
     reduction_pct: float | None = None
+    #: The rule's reading: pooled retention (interval mode) or the capped mean (mean
+    #: mode), capped at 1.0, with its one-sided 95 % bounds as `retention_interval`.
     retention_mean: float | None = None
     retention_interval: Interval | None = None
     worst_case: float | None = None
@@ -59,9 +61,12 @@ class PolicyEntry(BaseModel):
     floor_judge: float | None = None
     floor_sampling: float | None = None
     bar: float | None = None
-    #: Interval of noise-adjusted retention (uncapped arm minus control, + 1); the
-    #: interval rule requires its low end to reach `tolerance` (same as clearing the bar).
+    #: Kept for policy files written before the pooled estimator; no longer filled (the
+    #: rule's interval is `retention_interval`).
     adjusted_interval: Interval | None = None
+    #: Tasks the minimum-evidence rule asks for a ? and a ✓ (interval mode).
+    tasks_needed: int | None = None
+    tasks_needed_measured: int | None = None
     n_tasks: int = 0
     n_pairs: int = 0
     reason: str

@@ -16,24 +16,27 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.decide import ALL_CLASSES, Curve, JudgeAgreement
+from tokenlens.compress.arms import CONTROL
+from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
+from tokenlens.formatting import arm_label as _label
+from tokenlens.formatting import interval as _interval
+from tokenlens.formatting import pct as _pct
 from tokenlens.policy import Policy, PolicyEntry, atomic_write_text
 
 LOCAL_MODEL_BANNER = (
     "Offline numbers describe the instrument on a tiny local model, not Claude. "
     "They show that the harness works, not what compression costs on your traffic."
 )
-PROVISIONAL_WORDS = (
-    "provisional — the harness could not detect harm because the loss sits inside the "
-    "{floor} noise floor"
-)
+
+_RULE_WORDS = {
+    "interval": "the one-sided 95% bound of pooled retention must reach the tolerance",
+    "mean": "the capped mean must clear tolerance − noise floor: the seed's rule",
+}
 
 _STATUS_COLOUR = {
     "held": "#2e7d32",
@@ -52,29 +55,10 @@ class ReportPaths:
     plot: Path
 
 
-def _pct(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
-        return "n/a"
-    return f"{100 * float(value):.{digits}f}%"
-
-
-def _interval(low: Any, high: Any) -> str:
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return "n/a"
-    return f"{_pct(low)}–{_pct(high)}"
-
-
 def _arm_text(entry: PolicyEntry) -> str:
     if entry.method == "none":
         return "none"
     return entry.method if entry.rate is None else f"{entry.method} rate={entry.rate:g}"
-
-
-def _label(arm_key: str) -> str:
-    try:
-        return Arm.parse(arm_key).label
-    except ValueError:
-        return arm_key
 
 
 def seed_lines(policy: Policy) -> list[str]:
@@ -93,9 +77,8 @@ def seed_lines(policy: Policy) -> list[str]:
             f"{_pct(entry.retention_mean)} quality"
         )
         if entry.verdict == "provisional":
-            lines.append(
-                " " * (width + 2) + PROVISIONAL_WORDS.format(floor=_pct(entry.noise_floor))
-            )
+            # the reason's first clause says why it is only a ? (noise floor, or tasks)
+            lines.append(" " * (width + 2) + entry.reason.split("; ")[0])
         if entry.ignored_arms:
             ignored = ", ".join(_label(a) for a in entry.ignored_arms)
             lines.append(" " * (width + 2) + f"ignored after the first failure: {ignored}")
@@ -108,8 +91,8 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "verdict",
         "arm",
         "reduction",
-        "retention (capped mean)",
-        "95% interval",
+        "retention",
+        "one-sided 95% bounds",
         "worst task",
         "noise floor",
         "bar",
@@ -149,9 +132,8 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
         "class",
         "arm",
         "reduction",
-        "retention (capped)",
-        "uncapped [95%]",
-        "noise-adjusted [95%]",
+        "retention [one-sided 95% bounds]",
+        "capped per-pair mean",
         "worst task",
         "n tasks / pairs",
         "errors / broken",
@@ -159,6 +141,7 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
     ]
     rows = []
     table = curve.table.sort_values(["task_class", "reduction"], kind="stable")
+    table = table.assign(status=table["status"].str.replace("_", " "))
     for r in table.itertuples(index=False):
         name = "all classes" if r.task_class == ALL_CLASSES else str(r.task_class)
         rows.append(
@@ -166,11 +149,8 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
                 name,
                 _label(str(r.arm)),
                 _pct(r.reduction),
+                f"{_pct(r.retention)} [{_interval(r.retention_low, r.retention_high)}]",
                 _pct(r.retention_mean),
-                f"{_pct(r.retention_uncapped)} [{_interval(r.retention_low, r.retention_high)}]",
-                "—"
-                if r.arm == CONTROL
-                else f"{_pct(r.adjusted_mean)} [{_interval(r.adjusted_low, r.adjusted_high)}]",
                 _pct(r.worst_case),
                 f"{r.n_tasks} / {r.n_pairs}",
                 f"{r.n_errors} / {r.n_broken}",
@@ -222,7 +202,10 @@ def _agreement_lines(agreement: JudgeAgreement) -> list[str]:
 
 
 def plot_curve(curve: Curve, policy: Policy) -> bytes:
-    """PNG bytes: reduction vs retention per class, 95 % error bars, bar and tolerance."""
+    """PNG bytes: reduction vs retention per class (0-100 %), one-sided 95 % bounds, tolerance.
+
+    Every value is capped into 0-100 %, so the range that matters is never a flat line
+    under an axis stretched by an unbounded estimate."""
     names = [*curve.classes(), ALL_CLASSES]
     names = [n for n in names if not curve.rows(n).empty]
     cols = min(3, max(len(names), 1))
@@ -237,7 +220,7 @@ def plot_curve(curve: Curve, policy: Policy) -> bytes:
         arms = rows[rows["arm"] != CONTROL].sort_values("reduction")
         for r in arms.itertuples(index=False):
             x = 100 * float(r.reduction) if not pd.isna(r.reduction) else 0.0
-            y = 100 * float(r.retention_uncapped)
+            y = 100 * float(r.retention) if not pd.isna(r.retention) else 0.0
             colour = _STATUS_COLOUR.get(str(r.status), "#555555")
             if not (pd.isna(r.retention_low) or pd.isna(r.retention_high)):
                 yerr = [[y - 100 * r.retention_low], [100 * r.retention_high - y]]
@@ -250,14 +233,17 @@ def plot_curve(curve: Curve, policy: Policy) -> bytes:
             )
         ax.axhline(100 * curve.tolerance, color="#1565c0", ls=":", lw=1, label="tolerance")
         bars = rows["bar"].dropna()
-        if len(bars):
+        if curve.mode == "mean" and len(bars):
             ax.axhline(100 * float(bars.iloc[0]), color="#1565c0", ls="--", lw=1, label="bar")
         title = "all classes (default)" if name == ALL_CLASSES else name
         mark = entry.mark if entry is not None else ""
         ax.set_title(f"{mark} {title}", fontsize=10)
         ax.set_xlim(left=0.0, right=max([*(100 * arms["reduction"].fillna(0)), 5.0]) + 5.0)
         ax.set_xlabel("token reduction %", fontsize=8)
-        ax.set_ylabel("retention % (o uncapped ±95%, x capped)", fontsize=7)
+        ax.set_ylabel("retention % (o pooled, 95% bounds; x per-pair)", fontsize=7)
+        low = rows.loc[rows["arm"] != CONTROL, "retention_low"].dropna()
+        bottom = min([100 * float(low.min()) if len(low) else 100.0, 100 * curve.tolerance])
+        ax.set_ylim(max(0.0, bottom - 5.0), 101.0)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="lower left")
     for index in range(len(names), nrows * cols):
@@ -294,7 +280,7 @@ def _summary(policy: Policy, curve: Curve) -> list[str]:
         f"Calibration {policy.calibration_id}, created {policy.created.isoformat()}",
         f"Answer model: {policy.model}; judge: {policy.judge}; tolerance "
         f"{_pct(policy.tolerance)}; decision mode: {policy.mode} "
-        f"({'interval must clear the bar' if policy.mode == 'interval' else 'mean only'}); "
+        f"({_RULE_WORDS[policy.mode]}); "
         f"intervals: {curve.interval_method}, clustered by task.",
     ]
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.decide import Mode, aggregate, decide
+from tokenlens.decision import Mode, aggregate, decide
 from tokenlens.stats import IntervalMethod
 
 

@@ -11,16 +11,19 @@ seed and costs nothing. A seeded task bootstrap is kept as an alternative
 
 The estimands:
 
-* Capped mean retention: mean over pairs of min(comp/clear, 1). What decisions read (the
-  seed's rule): compression never earns credit for a lucky draw.
-* Uncapped retention: sum(comp) / sum(clear), a ratio of means over the paired grades.
-  Its interval is what the error bars show. Capping biases a mean downwards by an amount
-  that grows with the noise, so an interval on capped values cannot cover the truth; the
-  uncapped paired difference can (and the ratio of means avoids the blow-up of per-pair
-  ratios when a cleartext grade is small).
-* Noise-adjusted retention: 1 + (R_arm - R_control), both uncapped, with task-paired
-  errors so the control's own uncertainty counts. "Arm >= tolerance - floor" is
-  "adjusted >= tolerance" rearranged; the interval rule asks its lower end to clear it.
+* Capped mean retention: mean over pairs of min(comp/clear, 1). What `--mode mean` (the
+  seed's rule) reads: compression never earns credit for a lucky draw.
+* Pooled retention (what `--mode interval` reads): sum of the compressed answers' grades
+  over the sum of the grades of the *uncompressed* answers of the same task and replicate.
+  Every replicate has up to three uncompressed readings: the cleartext answer as graded
+  in the arm's own judge call, the same answer as graded in the control's call, and the
+  control's second, independent cleartext answer. Their mean is a steadier reference
+  than one cleartext grade, and comparing within a task and replicate removes the task's
+  difficulty. Uncapped sums are unbiased where capped per-pair means are not (capping
+  pulls a noisy mean down: that is what the control's floor reads), so this estimate
+  needs no floor subtracted; the floor still decides measurability and ✓ vs ?.
+  The simulation study (`tokenlens.simulate`, `bench/bench_simulation.py`) chose it over
+  the older "1 + R_arm - R_control" difference: same false application, more power.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats as scipy_stats
 
 IntervalMethod = Literal["cluster_t", "bootstrap"]
 CONFIDENCE = 0.95
@@ -81,36 +84,12 @@ def capped_mean(grade_comp: ArrayLike, grade_clear: ArrayLike) -> float:
     return float(values.mean()) if values.size else math.nan
 
 
-def _t_pdf(x: Array, df: int) -> Array:
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    return np.asarray(np.exp(log_c - (df + 1) / 2 * np.log1p(x * x / df)), dtype=float)
-
-
-def _t_cdf_upper_half(t: float, df: int) -> float:
-    """P(0 < T < t) by Simpson's rule (the pdf is smooth; 4001 points is ample)."""
-    x = np.linspace(0.0, t, 4001)
-    y = _t_pdf(x, df)
-    h = t / 4000
-    return float(h / 3 * (y[0] + y[-1] + 4 * y[1:-1:2].sum() + 2 * y[2:-1:2].sum()))
-
-
 @lru_cache(maxsize=256)
 def t_quantile(p: float, df: int) -> float:
-    """Student t quantile for p in (0.5, 1), df >= 1 (numpy only; no scipy here)."""
+    """Student t quantile for p in (0.5, 1), df >= 1 (scipy's, cached: it is asked often)."""
     if not 0.5 < p < 1.0 or df < 1:
         raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    low, high = NormalDist().inv_cdf(p), 60.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        if 0.5 + _t_cdf_upper_half(mid, df) < p:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
+    return float(scipy_stats.t.ppf(p, df))
 
 
 def _as_float(values: ArrayLike) -> Array:
@@ -241,25 +220,69 @@ def split_noise_floor(
     )
 
 
-def rankdata(values: ArrayLike) -> Array:
-    """Ranks 1..n with ties given their average rank."""
-    x = _as_float(values)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(x.size, dtype=float)
-    ranks[order] = np.arange(1, x.size + 1, dtype=float)
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return np.asarray(sums[inverse] / counts[inverse], dtype=float)
-
-
 def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman rank correlation; NaN when either side is constant or n < 3."""
     a, b = _as_float(x), _as_float(y)
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
-    if a.size < 3:
+    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
-    ra, rb = rankdata(a), rankdata(b)
-    if np.std(ra) == 0 or np.std(rb) == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return float(scipy_stats.spearmanr(a, b).statistic)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How a linearised per-pair retention varies: between tasks and within a task.
+
+    What the planner needs: with n tasks x r repeats the estimate's variance is about
+    (between**2 + within**2 / r) / n. `within` is None when no task had two replicates
+    (the split is then unknown and the planner treats all of it as between-task spread,
+    which never understates the tasks needed).
+    """
+
+    between: float
+    within: float | None
+
+
+def spread(num: ArrayLike, den: ArrayLike, cluster: ArrayLike, ratio: float) -> Spread | None:
+    """Split the spread of per-pair influence (num - ratio*den)/mean(den) by cluster."""
+    n_, d_ = _as_float(num), _as_float(den)
+    codes = np.asarray(cluster, dtype=int)
+    if n_.size < 2 or not np.isfinite(ratio) or d_.mean() <= 0:
+        return None
+    e = (n_ - ratio * d_) / d_.mean()
+    counts = np.bincount(codes).astype(float)
+    present = counts > 0
+    means = np.bincount(codes, weights=e)[present] / counts[present]
+    if means.size < 2:
+        return None
+    resid = e - (np.bincount(codes, weights=e) / np.where(counts > 0, counts, 1))[codes]
+    dof = float(np.sum(counts[present] - 1))
+    within_var = float(np.sum(resid**2) / dof) if dof > 0 else None
+    mean_reps = float(np.mean(counts[present]))
+    between_var = float(np.var(means, ddof=1))
+    if within_var is not None:
+        between_var = max(between_var - within_var / mean_reps, 0.0)
+        return Spread(math.sqrt(between_var), math.sqrt(within_var))
+    return Spread(math.sqrt(between_var), None)
+
+
+def tasks_for_power(
+    effect: float, spread_: Spread, repeats: int, *, alpha: float = 0.05, power: float = 0.8
+) -> int | None:
+    """Fewest tasks n whose one-sided test at `alpha` has `power` for a true margin `effect`.
+
+    None when the margin is not positive (no design certifies an arm at or below the
+    tolerance) or when more than 100,000 tasks would be needed.
+    """
+    if not effect > 0:
+        return None
+    within = spread_.within if spread_.within is not None else 0.0
+    var = spread_.between**2 + within**2 / max(repeats, 1)
+    if var <= 0:
+        return 2
+    for n in range(2, 100_001):
+        need = t_quantile(1 - alpha, n - 1) + float(scipy_stats.t.ppf(power, n - 1))
+        if effect >= need * math.sqrt(var / n):
+            return n
+    return None

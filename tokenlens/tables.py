@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-TABLES_VERSION = 2
+TABLES_VERSION = 3
 
 #: One row per judged pair: a (task, arm, replicate) cell. For the control arm
 #: `grade_clear` is the first cleartext answer's grade and `grade_comp` the second's.
@@ -34,9 +34,10 @@ GRADES = pa.schema(
     ]
 )
 
-#: One row per (class, arm) of the quality curve, written by `tokenlens.decide.aggregate`.
+#: One row per (class, arm) of the quality curve, written by `tokenlens.decision.aggregate`.
 #: Class "__all__" pools every class (the policy's `default`). The arm "control" row holds
-#: the class's noise floor. Retentions are fractions (1.0 = no loss); `reduction` is 0-1.
+#: the class's noise floor. Retentions are fractions capped into 0-1 (1.0 = no loss);
+#: `reduction` is 0-1.
 CURVE = pa.schema(
     [
         pa.field("task_class", pa.string(), nullable=False),
@@ -47,26 +48,29 @@ CURVE = pa.schema(
         pa.field("n_tasks", pa.int32(), nullable=False),
         pa.field("n_pairs", pa.int32(), nullable=False),  # usable pairs (first judgement)
         pa.field("n_errors", pa.int32(), nullable=False),  # rows with no valid grades
-        pa.field("n_broken", pa.int32(), nullable=False),  # cleartext graded 0
+        pa.field("n_broken", pa.int32(), nullable=False),  # cleartext graded 0: left out
         pa.field("reduction", pa.float64()),  # mean measured token reduction over tasks
-        pa.field("retention_mean", pa.float64()),  # capped mean: what decisions read
-        pa.field("retention_uncapped", pa.float64()),  # sum(comp)/sum(clear)
-        pa.field("retention_low", pa.float64()),  # 95 % interval of the uncapped retention
-        pa.field("retention_high", pa.float64()),
-        pa.field("adjusted_mean", pa.float64()),  # 1 + R_arm - R_control (uncapped)
-        pa.field("adjusted_low", pa.float64()),
-        pa.field("adjusted_high", pa.float64()),
+        pa.field("retention_mean", pa.float64()),  # capped per-pair mean: the seed's reading
+        pa.field("retention", pa.float64()),  # pooled retention (tokenlens.stats), capped
+        pa.field("retention_low", pa.float64()),  # one-sided 95 % bounds of `retention`
+        pa.field("retention_high", pa.float64()),  # (together a 90 % interval), capped
+        pa.field("sd_between", pa.float64()),  # between-task spread (for the planner)
+        pa.field("sd_within", pa.float64()),  # within-task (replicate) spread
         pa.field("worst_case", pa.float64()),  # lowest per-task capped mean retention
         pa.field("noise_floor", pa.float64()),  # 1 - capped mean control retention
-        pa.field("noise_floor_low", pa.float64()),
+        pa.field("noise_floor_low", pa.float64()),  # its 95 % interval
         pa.field("noise_floor_high", pa.float64()),
         pa.field("floor_judge", pa.float64()),  # judge-inconsistency share of the floor
         pa.field("floor_sampling", pa.float64()),  # sampling-noise share of the floor
-        pa.field("bar", pa.float64()),  # tolerance - noise floor
+        pa.field("bar", pa.float64()),  # tolerance - noise floor (what --mode mean reads)
+        pa.field("tasks_needed", pa.int64()),  # tasks a ? needs (minimum evidence)
+        pa.field("tasks_needed_measured", pa.int64()),  # tasks a ✓ needs
         pa.field("passes", pa.bool_()),  # the arm clears the rule on its own
-        pa.field("certain", pa.bool_()),  # it also clears the unadjusted tolerance
+        pa.field("certain", pa.bool_()),  # it would be ✓ (enough tasks, narrow floor)
+        pa.field("chosen", pa.bool_()),  # the walk's choice for the class
         # control | held | failed | ignored (passes after a failure) | not_reached
-        # (fails after a failure) | no_savings | unmeasurable
+        # (fails after a failure) | no_savings | not_measured (no graded pair) |
+        # unmeasurable | too_few_tasks
         pa.field("status", pa.string(), nullable=False),
     ]
 )

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tests.judge.conftest import cell, frame, uniform
 from tests.judge.test_decide import _realistic
-from tokenlens.decide import aggregate, decide, judge_agreement
+from tokenlens.decision import aggregate, decide, judge_agreement
 from tokenlens.report import LOCAL_MODEL_BANNER, seed_lines, write_report
 
 

@@ -47,7 +47,7 @@ from tokenlens.tasks import CalibrationTask
 from tokenlens.tokens import estimate_tokens
 
 if TYPE_CHECKING:
-    from tokenlens.decide import Curve
+    from tokenlens.decision import Curve
     from tokenlens.policy import Policy
 
 
@@ -86,7 +86,7 @@ def answer_model(config: CalibrationConfig, client: ModelClient) -> str:
 
 def run_id(config: CalibrationConfig, tasks: list[CalibrationTask], model: str) -> str:
     """The id of a run's tables: what was measured, with which model, how."""
-    from tokenlens.decide import calibration_id
+    from tokenlens.identity import calibration_id
 
     arms = build_ladder(config.methods, config.rates)
     return calibration_id(
@@ -568,7 +568,7 @@ def aggregate_stage(cal: Calibration, grades: list[Row]) -> Curve:
     """Grades -> the per-class curve of the deciding judge (written as `curve`)."""
     import pandas as pd
 
-    from tokenlens.decide import aggregate
+    from tokenlens.decision import aggregate
 
     df = pd.DataFrame(grades, columns=tables.GRADES.names)
     curve = aggregate(
@@ -600,7 +600,7 @@ def publish_stage(
     """Decide, write the policy (`<reports>/policy/<id>.json` + latest) and the report."""
     import pandas as pd
 
-    from tokenlens.decide import decide, exit_code, judge_agreement
+    from tokenlens.decision import decide, exit_code, judge_agreement
     from tokenlens.policy import write_policy
     from tokenlens.report import write_report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tokenlens.decide import Curve
+    from tokenlens.decision import Curve
     from tokenlens.ledger import SpendMeter
 
 

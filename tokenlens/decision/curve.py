@@ -1,0 +1,317 @@
+"""From judged pairs to the per-class x arm quality curve, walked and marked.
+
+The rules, in the order they apply to each task class:
+
+1. The control arm (two independent cleartext answers) gives the noise floor,
+   1 - capped mean control retention, with a task-clustered interval. A class is refused
+   (unmeasurable) when the floor's interval lies wholly above 10 % — the instrument is a
+   coin there — or when the floor reaches the tolerance itself (the bar
+   `tolerance - floor` would be 0 or negative and any arm would "hold").
+2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
+   pooled retention (see `tokenlens.stats`) reaches the tolerance and the class has the
+   tasks the minimum-evidence rule asks for (`tokenlens.decision.evidence`).
+   `mean` mode is the seed's rule: capped mean >= tolerance - floor.
+3. The walk (`tokenlens.decision.ladder`) goes from the gentlest arm and stops at the
+   first failure; its choice is stored in the `chosen` column, so nothing downstream
+   re-derives it.
+4. A held arm is ✓-worthy (`certain`) when the class also has the tasks a ✓ needs and
+   its floor is no wider than the loss the tolerance allows (a 5 % wobble cannot vouch
+   for a 1 % tolerance); otherwise it is at most ? (provisional).
+
+Every retention in the table is capped into 0-1: readable, and what decisions read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisional
+from tokenlens.decision.grades import (
+    ArmPairs,
+    ClassGrades,
+    Mode,
+    check_mode,
+    pick_judge,
+    prepare,
+)
+from tokenlens.decision.ladder import Rung, walk_ladder
+from tokenlens.stats import Estimate, IntervalMethod, ratio_estimate, split_noise_floor, spread
+from tokenlens.tables import CURVE
+
+#: The curve's pooled pseudo-class (cannot clash: task classes are [a-z0-9-]).
+ALL_CLASSES = "__all__"
+#: A control that loses more than this is a coin, not an instrument.
+MAX_NOISE_FLOOR = 0.10
+#: The rule's one-sided error: the chance of holding an arm that sits at the tolerance.
+ALPHA = 0.05
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The per-class x arm quality curve (columns of `tokenlens.tables.CURVE`)."""
+
+    table: pd.DataFrame
+    tolerance: float
+    mode: Mode
+    judge: str
+    interval_method: IntervalMethod = "cluster_t"
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_pandas(self.table, schema=CURVE, preserve_index=False)
+
+    def classes(self) -> list[str]:
+        return [c for c in dict.fromkeys(self.table["task_class"]) if c != ALL_CLASSES]
+
+    def rows(self, task_class: str) -> pd.DataFrame:
+        return self.table[self.table["task_class"] == task_class]
+
+
+def _clip(value: float | None) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return min(max(value, 0.0), 1.0)
+
+
+def _rank(arm_key: str) -> tuple[int, float]:
+    return Arm.parse(arm_key).ladder_rank
+
+
+@dataclass(frozen=True)
+class _Floor:
+    present: bool
+    value: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    judge: float | None = None
+    sampling: float | None = None
+    n_tasks: int = 0
+    n_pairs: int = 0
+
+    def measurable(self, tolerance: float, mode: Mode) -> bool:
+        if not self.present or tolerance - self.value <= _EPS:
+            return False
+        # interval mode refuses only when the floor is shown to exceed the limit; with one
+        # task (no interval) the point estimate is all there is.
+        reading = self.low if mode == "interval" and not math.isnan(self.low) else self.value
+        return reading <= MAX_NOISE_FLOOR + _EPS
+
+
+def _floor(grades: ClassGrades, df: pd.DataFrame, method: IntervalMethod, seed: int) -> _Floor:
+    ctrl = grades.arms.get(CONTROL)
+    if ctrl is None or ctrl.n_pairs == 0:
+        return _Floor(False)
+    n = len(grades.tasks)
+    counts = ctrl.counts(n)
+    keep = counts > 0
+    capped = ratio_estimate(
+        ctrl.per_task(ctrl.capped, n)[keep], counts[keep], method=method, seed=seed
+    ).shifted(1.0, negate=True)
+    split = _floor_split(df, capped.mean)
+    return _Floor(
+        True,
+        value=capped.mean,
+        low=math.nan if capped.low is None else max(capped.low, 0.0),
+        high=math.nan if capped.high is None else capped.high,
+        judge=None if split is None else split.judge,
+        sampling=None if split is None else split.sampling,
+        n_tasks=int(keep.sum()),
+        n_pairs=ctrl.n_pairs,
+    )
+
+
+def _floor_split(df: pd.DataFrame, floor: float) -> Any:
+    control = df[(df["arm"] == CONTROL) & df["usable"]]
+    if not (control["judge_pass"] > 0).any():
+        return None
+    keys = ["task_id", "replicate"]
+    once = control[control["judge_pass"] == 0].set_index(keys)["ret_raw"]
+    again = control[control["judge_pass"] == 1].set_index(keys)["ret_raw"]
+    joined = pd.concat([once.rename("a"), again.rename("b")], axis=1, join="inner")
+    return split_noise_floor(
+        joined["a"].to_numpy(), joined["b"].to_numpy(), floor=floor, all_control=once.to_numpy()
+    )
+
+
+def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int) -> Estimate:
+    counts = pairs.counts(n)
+    keep = counts > 0
+    return ratio_estimate(
+        pairs.per_task(pairs.comp, n)[keep],
+        pairs.per_task(pairs.reference, n)[keep],
+        confidence=1 - 2 * ALPHA,  # both ends are one-sided (1 - ALPHA) bounds
+        method=method,
+        seed=seed,
+    )
+
+
+def _worst(pairs: ArmPairs, n: int) -> float:
+    counts = pairs.counts(n)
+    keep = counts > 0
+    if not keep.any():
+        return math.nan
+    return float(np.min(pairs.per_task(pairs.capped, n)[keep] / counts[keep]))
+
+
+def _class_rows(
+    df: pd.DataFrame,
+    task_class: str,
+    *,
+    tolerance: float,
+    mode: Mode,
+    judge: str,
+    method: IntervalMethod,
+    seed: int,
+) -> list[dict[str, Any]]:
+    grades = ClassGrades.of(df)
+    n = len(grades.tasks)
+    floor = _floor(grades, df, method, seed)
+    measurable = floor.measurable(tolerance, mode)
+    need_provisional = tasks_for_provisional(tolerance) if mode == "interval" else 2
+    need_measured = tasks_for_measured(tolerance) if mode == "interval" else 1
+    class_cols = {
+        "task_class": task_class,
+        "judge": judge,
+        "noise_floor": floor.value,
+        "noise_floor_low": floor.low,
+        "noise_floor_high": floor.high,
+        "floor_judge": floor.judge,
+        "floor_sampling": floor.sampling,
+        "bar": tolerance - floor.value,
+        "tasks_needed": need_provisional,
+        "tasks_needed_measured": need_measured,
+    }
+    out: list[dict[str, Any]] = []
+    if floor.present:
+        ctrl = grades.arms[CONTROL]
+        out.append(
+            {
+                **class_cols,
+                "arm": CONTROL,
+                "method": CONTROL,
+                "rate": None,
+                "n_tasks": floor.n_tasks,
+                "n_pairs": floor.n_pairs,
+                "n_errors": ctrl.n_errors,
+                "n_broken": ctrl.n_broken,
+                "reduction": 0.0,
+                "retention_mean": 1.0 - floor.value,
+                "retention": _clip(1.0 - floor.value),
+                "retention_low": _clip(1.0 - floor.high),
+                "retention_high": _clip(1.0 - floor.low),
+                "sd_between": None,
+                "sd_within": None,
+                "worst_case": _worst(ctrl, n),
+                "passes": False,
+                "certain": False,
+                "chosen": False,
+                "status": "control",
+            }
+        )
+
+    arm_rows: list[dict[str, Any]] = []
+    rungs: list[Rung] = []
+    for arm_key, pairs in grades.arms.items():
+        if arm_key == CONTROL:
+            continue
+        n_arm = int((pairs.counts(n) > 0).sum())
+        cap_mean = float(pairs.capped.mean()) if pairs.n_pairs else math.nan
+        est = _pooled(pairs, n, method, seed) if pairs.n_pairs else None
+        low = None if est is None else est.low
+        sp = None
+        if est is not None and not math.isnan(est.mean):
+            sp = spread(pairs.comp, pairs.reference, pairs.task, est.mean)
+        if mode == "interval":
+            enough = n_arm >= need_provisional
+            passes = measurable and enough and low is not None and low >= tolerance - _EPS
+            certain = passes and n_arm >= need_measured
+        else:
+            passes = (
+                measurable
+                and not math.isnan(cap_mean)
+                and cap_mean >= tolerance - floor.value - _EPS
+            )
+            certain = passes and cap_mean >= tolerance - _EPS
+        certain = certain and floor.value <= (1.0 - tolerance) + _EPS
+        arm_rows.append(
+            {
+                **class_cols,
+                "arm": arm_key,
+                "method": pairs.method,
+                "rate": pairs.rate,
+                "n_tasks": n_arm,
+                "n_pairs": pairs.n_pairs,
+                "n_errors": pairs.n_errors,
+                "n_broken": pairs.n_broken,
+                "reduction": pairs.reduction,
+                "retention_mean": cap_mean,
+                "retention": None if est is None else _clip(est.mean),
+                "retention_low": None if est is None else _clip(est.low),
+                "retention_high": None if est is None else _clip(est.high),
+                "sd_between": None if sp is None else sp.between,
+                "sd_within": None if sp is None else sp.within,
+                "worst_case": _worst(pairs, n),
+                "passes": bool(passes),
+                "certain": bool(certain),
+                "chosen": False,
+                "status": "",
+            }
+        )
+        rungs.append(
+            Rung(arm_key, pairs.reduction, bool(passes), _rank(arm_key), pairs.n_pairs > 0)
+        )
+
+    walk = walk_ladder(rungs)
+    too_few = mode == "interval" and n < need_provisional
+    for row in arm_rows:
+        status = walk.statuses[row["arm"]]
+        if status not in ("no_savings", "not_measured"):
+            if not measurable:
+                status = "unmeasurable"
+            elif too_few:
+                status = "too_few_tasks"
+        row["status"] = status
+        row["chosen"] = measurable and not too_few and row["arm"] == walk.chosen
+    return out + arm_rows
+
+
+def aggregate(
+    grades: pd.DataFrame,
+    *,
+    tolerance: float,
+    mode: Mode = "interval",
+    judge: str | None = None,
+    seed: int = 0,
+    interval_method: IntervalMethod = "cluster_t",
+    pooled: bool = True,
+) -> Curve:
+    """Grades (columns of `tables.GRADES`) -> per-class x arm curve, walked and marked.
+
+    Rows with an error or a missing grade are counted in `n_errors`, never scored;
+    a cleartext grade of 0 is counted in `n_broken` and left out of retention.
+    """
+    mode = check_mode(mode)
+    if not 0.0 < tolerance <= 1.0:
+        raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
+    df, judge_name = pick_judge(prepare(grades), judge)
+    kwargs: dict[str, Any] = {
+        "tolerance": tolerance,
+        "mode": mode,
+        "judge": judge_name,
+        "method": interval_method,
+        "seed": seed,
+    }
+    rows: list[dict[str, Any]] = []
+    for task_class, class_df in df.groupby("task_class", sort=True):
+        rows.extend(_class_rows(class_df, str(task_class), **kwargs))
+    if pooled:  # the `default` entry; the simulation study skips it to save time
+        rows.extend(_class_rows(df, ALL_CLASSES, **kwargs))
+    table = pd.DataFrame(rows, columns=CURVE.names)
+    return Curve(table, tolerance, mode, judge_name, interval_method)
