@@ -1,15 +1,18 @@
-"""Simulation study of the decision rules: false-certify rate and interval coverage.
+"""Simulation study of the decision rules: false application, power, coverage, calls.
 
-Runs `tokenlens.simulate.run_study` on the default scenarios (known true retention per
-arm, judge noise, sampling noise, task heterogeneity; 5 tasks x 3 replicates like a
-starter-set class) and prints, per scenario and overall:
+Runs `tokenlens.simulate.run_study` on every world of `DEFAULT_SCENARIOS` at every design
+(tasks 5/10/20/40 x repeats 1/3) and prints, per world and design:
 
-* false ✓: share of arms whose true loss exceeds the tolerance that come back ✓ (goal <= 5 %)
-* false held: the same for ✓ or ? (the arm would be applied)
-* coverage: share of 95 % retention intervals containing the true retention (goal >= 93 %)
-* power: share of arms within tolerance that the walk held
+* false ✓ and false ✓|?: share of arms one point below the 95 % tolerance that come
+  back ✓, or ✓ or ? (they would be applied; goal <= 5 % in every design)
+* power: share of arms with true retention >= tolerance + 2 points that hold
+  (goal >= 70 % at 20 tasks x 3 repeats)
+* coverage: share of 90 % intervals (two one-sided 95 % bounds) holding the truth
+* calls: paid calls of the design for one arm with an LLM judge
 
-Usage: .venv/bin/python bench/bench_simulation.py [--runs 400] [--bootstrap-runs 150]
+`--mode mean` (the seed's rule) is scored on the same data for comparison.
+
+Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seed N]
 """
 
 from __future__ import annotations
@@ -17,76 +20,72 @@ from __future__ import annotations
 import argparse
 import time
 
-from tokenlens.simulate import DEFAULT_SCENARIOS, StudyResult, Tally, run_study
+from tokenlens.simulate import (
+    DEFAULT_SCENARIOS,
+    DESIGN_REPEATS,
+    DESIGN_TASKS,
+    StudyResult,
+    Tally,
+    calls_per_design,
+    designs,
+    run_study,
+)
 
 
 def _fmt(value: float) -> str:
-    return "  n/a" if value != value else f"{100 * value:5.1f}%"
+    return "   n/a" if value != value else f"{100 * value:5.1f}%"
 
 
-def _print(result: StudyResult, label: str) -> None:
-    print(f"\n== {label}")
+def _print(result: StudyResult) -> None:
     print(
-        f"{'scenario':16} {'mode':8} {'runs':>5} {'false ✓':>8} {'false held':>10} "
-        f"{'coverage':>9} {'power':>7} {'bad arms':>8} {'intervals':>9}"
+        f"{'world':14} {'design':>6} {'false ✓':>8} {'false ✓|?':>10} {'power':>7} "
+        f"{'coverage':>9} {'calls':>6} {'mean-rule false ✓|?':>20}"
     )
-    rows: list[Tally] = list(result.tallies)
-    for mode in dict.fromkeys(t.mode for t in result.tallies):
-        rows.append(result.combined(mode))
-    for t in rows:
+    by_key: dict[tuple[str, str], Tally] = {(t.scenario, t.mode): t for t in result.tallies}
+    for name in dict.fromkeys(t.scenario for t in result.tallies):
+        t = by_key[(name, "interval")]
+        m = by_key.get((name, "mean"))
+        world, design = name.rsplit(" ", 1)
         print(
-            f"{t.scenario:16} {t.mode:8} {t.runs:5d} {_fmt(t.false_certify_rate):>8} "
-            f"{_fmt(t.false_held_rate):>10} {_fmt(t.coverage):>9} {_fmt(t.power):>7} "
-            f"{t.bad_arm_cases:8d} {t.intervals:9d}"
+            f"{world:14} {design:>6} {_fmt(t.false_certify_rate):>8} "
+            f"{_fmt(t.false_held_rate):>10} {_fmt(t.power):>7} {_fmt(t.coverage):>9} "
+            f"{calls_per_design(t.n_tasks, t.replicates, 1):6d} "
+            f"{_fmt(m.false_held_rate) if m else '':>20}"
         )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=400, help="calibrations per scenario")
-    parser.add_argument(
-        "--bootstrap-runs",
-        type=int,
-        default=150,
-        help="runs per scenario for the bootstrap comparison (0: skip)",
-    )
-    parser.add_argument("--seed", type=int, default=20260715)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=150, help="calibrations per world x design")
+    parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args()
 
     for s in DEFAULT_SCENARIOS:
         arms = ", ".join(f"{a.key} true={a.true_retention:.2f}" for a in s.arms)
         print(
-            f"{s.name}: {s.n_tasks} tasks x {s.replicates} reps, judge sd {s.judge_sd}, "
-            f"sampling sd {s.sampling_sd}, task sd {s.task_sd}, tolerance {s.tolerance}; {arms}"
+            f"{s.name}: harm {s.harm}, judge sd {s.judge_sd}, sampling sd {s.sampling_sd}, "
+            f"grades in steps of {s.grade_step}, derail {s.derail:.1%}, errors "
+            f"{s.error_rate:.0%}, missing {s.missing_rate:.0%}, tolerance {s.tolerance}; {arms}"
         )
-
     start = time.perf_counter()
-    main_result = run_study(DEFAULT_SCENARIOS, runs=args.runs, seed=args.seed)
-    elapsed = time.perf_counter() - start
-    _print(main_result, f"cluster-robust t intervals (default), {elapsed:.0f} s")
+    worlds = designs(DEFAULT_SCENARIOS, DESIGN_TASKS, DESIGN_REPEATS)
+    result = run_study(worlds, runs=args.runs, seed=args.seed)
+    print(f"\n{args.runs} runs per world x design, {time.perf_counter() - start:.0f} s\n")
+    _print(result)
 
-    if args.bootstrap_runs:
-        start = time.perf_counter()
-        boot = run_study(
-            DEFAULT_SCENARIOS,
-            runs=args.bootstrap_runs,
-            seed=args.seed + 1,
-            modes=("interval",),
-            interval_method="bootstrap",
-        )
-        _print(boot, f"percentile task bootstrap, {time.perf_counter() - start:.0f} s")
-
-    total = main_result.combined("interval")
+    interval = [t for t in result.tallies if t.mode == "interval"]
+    worst = max(interval, key=lambda t: t.false_held_rate)
     print(
-        f"\nSUMMARY interval mode: false-certify {_fmt(total.false_certify_rate)} "
-        f"(goal <= 5%), coverage {_fmt(total.coverage)} (goal >= 93%), "
-        f"{total.runs} simulated calibrations"
+        f"\nSUMMARY worst false application (✓|?) over every world and design: "
+        f"{_fmt(worst.false_held_rate)} ({worst.scenario}; goal <= 5%)"
     )
-    mean = main_result.combined("mean")
-    print(
-        f"SUMMARY mean mode (seed rule): false-certify {_fmt(mean.false_certify_rate)}, "
-        f"false held {_fmt(mean.false_held_rate)}"
-    )
+    for t in interval:
+        if t.n_tasks == 20 and t.replicates == 3:
+            print(f"SUMMARY power at 20x3, {t.scenario.rsplit(' ', 1)[0]}: {_fmt(t.power)}")
+    total = result.combined("interval")
+    print(f"SUMMARY coverage of 90% intervals overall: {_fmt(total.coverage)} (goal >= 88%)")
+    mean = result.combined("mean")
+    print(f"SUMMARY mean mode (seed rule) false application overall: {_fmt(mean.false_held_rate)}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,26 @@
-"""Simulated calibrations with a known truth, to check the aggregator keeps its promises.
+"""Simulated calibrations with a known truth, to check the decision rules keep their promises.
 
 A rule that certifies arms is only as good as its error rates, and those cannot be read
-off real data (nobody knows the true retention there). So we invent worlds where we do:
-each task has a true cleartext quality, each arm a true retention, answers vary
-(sampling noise, shared by every pair of a (task, replicate) as in the real flow, where
-one cleartext answer is compared against each arm) and the judge adds its own noise to
-every grade. The real `aggregate` + `decide` then run on the simulated grades table, and
-we count:
+off real data (nobody knows the true retention there). So we invent worlds where we do,
+and run the real `aggregate` + `decide` on the simulated grades table.
 
-* false certify: an arm whose true loss exceeds the tolerance comes back ✓ (goal <= 5 %);
-  also reported: false held (✓ or ?, i.e. the arm would be applied);
-* coverage: how often the 95 % interval of uncapped retention contains the true
-  retention (goal >= 93 %).
+Two kinds of world:
 
-Grades are rounded to integers and clipped to 0-100 like a judge's, so the truth is
-approximate near the ceiling; qualities are drawn well below it to keep that rare.
+* `spread`: every task loses a little (true retention per task scattered around the
+  arm's), normal sampling and judge noise. The friendly world.
+* `concentrated`: the harsh one, closer to real compression. Most tasks are untouched;
+  a few are hurt badly (each loses 15-55 % of its grade), hard tasks three times as often
+  as easy ones; easy tasks sit near the ceiling so grades pile up at 100; the judge
+  rounds to multiples of 5; 1.5 % of answers derail; ~1 % of judge calls error and ~1 %
+  of rows go missing. The control then reads a ~3 % noise floor.
+
+Scored per arm (each arm is judged as if it were alone on the ladder, from its own
+`passes`/`certain`; the `ladder` scenario scores the walk instead):
+
+* false application: an arm whose true retention is below the tolerance comes back ✓ or
+  ? (it would be applied; goal <= 5 %); false ✓ alone too;
+* power: arms whose true retention is >= tolerance + 2 points that hold;
+* coverage: how often the arm's 90 % interval (two one-sided 95 % bounds) holds the truth.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -29,6 +36,15 @@ import pandas as pd
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import Mode, aggregate, decide
 from tokenlens.stats import IntervalMethod
+
+#: Good arms must beat the tolerance by this much to count towards power.
+POWER_MARGIN = 0.02
+#: Concentrated worlds: share of hard tasks, their quality range, easy tasks' range.
+HARD_SHARE = 0.4
+HARD_QUALITY = (40.0, 85.0)
+EASY_QUALITY = (90.0, 104.0)  # above 100 saturates: grades pile up at the ceiling
+HARD_HURT_RATIO = 3.0
+TASK_LOSS = (0.15, 0.55)
 
 
 @dataclass(frozen=True)
@@ -50,72 +66,107 @@ class Scenario:
     replicates: int = 3
     judge_sd: float = 3.0
     sampling_sd: float = 3.0
-    #: Spread of the true retention across tasks (heterogeneity; clusters matter).
+    #: Spread of the true retention across tasks (`spread` worlds).
     task_sd: float = 0.02
     quality: tuple[float, float] = (50.0, 85.0)
     tolerance: float = 0.95
     #: Expected grade of the second cleartext answer relative to the first: below 1.0
     #: models an instrument that marks a clean answer down (e.g. open-ended classes).
     control_retention: float = 1.0
+    harm: Literal["spread", "concentrated"] = "spread"
+    grade_step: int = 1
+    derail: float = 0.0
+    error_rate: float = 0.0
+    missing_rate: float = 0.0
+    #: Score the ladder walk (chosen arm) instead of each arm alone.
+    walk: bool = False
+
+
+def _hurt_probabilities(true_retention: float) -> tuple[float, float]:
+    """(easy, hard) chance that a task is hurt, so the population keeps `true_retention`.
+
+    Population quality is the mean of the two uniform ranges weighted by HARD_SHARE; a
+    hurt task keeps 1 - mean(TASK_LOSS) of its quality on average.
+    """
+    loss = 1.0 - true_retention
+    if loss <= 0:
+        return 0.0, 0.0
+    q_hard, q_easy = sum(HARD_QUALITY) / 2, sum(EASY_QUALITY) / 2
+    q_all = HARD_SHARE * q_hard + (1 - HARD_SHARE) * q_easy
+    mean_loss = sum(TASK_LOSS) / 2
+    per_unit = (HARD_SHARE * q_hard + (1 - HARD_SHARE) * q_easy / HARD_HURT_RATIO) * mean_loss
+    p_hard = loss * q_all / per_unit
+    return p_hard / HARD_HURT_RATIO, p_hard
 
 
 def simulate_grades(
     scenario: Scenario, rng: np.random.Generator, task_class: str = "sim"
 ) -> pd.DataFrame:
     """A grades table (columns of `tables.GRADES`) drawn from the scenario."""
+    s = scenario
     rows: list[dict[str, object]] = []
 
     def grade(value: float) -> float:
-        noisy = value + rng.normal(0.0, scenario.judge_sd)
-        return float(min(max(round(noisy), 0), 100))
+        noisy = value + rng.normal(0.0, s.judge_sd)
+        return float(min(max(s.grade_step * round(noisy / s.grade_step), 0), 100))
 
-    for t in range(scenario.n_tasks):
+    def answer(quality: float) -> float:
+        if s.derail and rng.random() < s.derail:
+            return float(rng.uniform(0.0, 30.0))
+        return quality + rng.normal(0.0, s.sampling_sd)
+
+    hurt_p = {arm.key: _hurt_probabilities(arm.true_retention) for arm in s.arms}
+    for t in range(s.n_tasks):
         task_id = f"{task_class}-{t:03d}"
-        quality = rng.uniform(*scenario.quality)
-        task_retention = {
-            arm.key: arm.true_retention + rng.normal(0.0, scenario.task_sd) for arm in scenario.arms
-        }
-        for rep in range(scenario.replicates):
-            clear = quality + rng.normal(0.0, scenario.sampling_sd)
-            second = scenario.control_retention * quality + rng.normal(0.0, scenario.sampling_sd)
+        if s.harm == "concentrated":
+            hard = rng.random() < HARD_SHARE
+            quality = rng.uniform(*(HARD_QUALITY if hard else EASY_QUALITY))
+            effect = {}
+            for arm in s.arms:
+                p = hurt_p[arm.key][1 if hard else 0]
+                hurt = rng.random() < p
+                effect[arm.key] = 1.0 - rng.uniform(*TASK_LOSS) if hurt else 1.0
+        else:
+            quality = rng.uniform(*s.quality)
+            effect = {arm.key: arm.true_retention + rng.normal(0.0, s.task_sd) for arm in s.arms}
+        for rep in range(s.replicates):
+            clear = answer(quality)
+            second = answer(s.control_retention * quality)
             base = {"task_id": task_id, "task_class": task_class, "replicate": rep}
-            rows.append(
-                {
-                    **base,
-                    "arm": CONTROL,
-                    "method": CONTROL,
-                    "rate": None,
-                    "grade_clear": grade(clear),
-                    "grade_comp": grade(second),
-                    "reduction": 0.0,
-                }
-            )
-            for arm in scenario.arms:
-                parsed = Arm.parse(arm.key)
-                comp = task_retention[arm.key] * quality + rng.normal(0.0, scenario.sampling_sd)
+            cells: list[tuple[str, Arm | None, float, float]] = [(CONTROL, None, second, 0.0)]
+            cells += [
+                (a.key, Arm.parse(a.key), answer(effect[a.key] * quality), a.reduction)
+                for a in s.arms
+            ]
+            for key, parsed, other, reduction in cells:
+                if s.missing_rate and rng.random() < s.missing_rate:
+                    continue
+                failed = bool(s.error_rate) and rng.random() < s.error_rate
                 rows.append(
                     {
                         **base,
-                        "arm": arm.key,
-                        "method": parsed.method,
-                        "rate": parsed.rate,
-                        "grade_clear": grade(clear),
-                        "grade_comp": grade(comp),
-                        "reduction": arm.reduction,
+                        "arm": key,
+                        "method": CONTROL if parsed is None else parsed.method,
+                        "rate": None if parsed is None else parsed.rate,
+                        "grade_clear": None if failed else grade(clear),
+                        "grade_comp": None if failed else grade(other),
+                        "reduction": reduction,
+                        "error": "judge reply was not JSON" if failed else None,
                     }
                 )
     df = pd.DataFrame(rows)
     df["judge"] = "sim-judge"
-    df["error"] = None
     return df
 
 
 @dataclass
 class Tally:
-    """Counts for one scenario x mode; rates are derived."""
+    """Counts for one scenario x design x mode; rates are derived."""
 
     scenario: str
     mode: Mode
+    n_tasks: int = 0
+    replicates: int = 0
     runs: int = 0
     bad_arm_cases: int = 0
     false_certified: int = 0
@@ -125,6 +176,7 @@ class Tally:
     intervals: int = 0
     covered: int = 0
     no_interval: int = 0
+    calls: int = 0
 
     @property
     def false_certify_rate(self) -> float:
@@ -140,29 +192,46 @@ class Tally:
 
     @property
     def power(self) -> float:
-        """Share of good arms (true loss within tolerance) that were chosen and held."""
+        """Share of good arms (true retention >= tolerance + POWER_MARGIN) that held."""
         return self.good_held / self.good_arm_cases if self.good_arm_cases else math.nan
+
+    @property
+    def calls_per_run(self) -> float:
+        return self.calls / self.runs if self.runs else math.nan
 
 
 @dataclass
 class StudyResult:
     tallies: list[Tally] = field(default_factory=list)
 
-    def combined(self, mode: Mode) -> Tally:
+    def combined(self, mode: Mode, scenarios: Iterable[str] | None = None) -> Tally:
+        wanted = None if scenarios is None else set(scenarios)
         total = Tally("all", mode)
         for t in self.tallies:
-            if t.mode != mode:
+            if t.mode != mode or (wanted is not None and t.scenario not in wanted):
                 continue
-            total.runs += t.runs
-            total.bad_arm_cases += t.bad_arm_cases
-            total.false_certified += t.false_certified
-            total.false_held += t.false_held
-            total.good_arm_cases += t.good_arm_cases
-            total.good_held += t.good_held
-            total.intervals += t.intervals
-            total.covered += t.covered
-            total.no_interval += t.no_interval
+            for name in (
+                "runs",
+                "bad_arm_cases",
+                "false_certified",
+                "false_held",
+                "good_arm_cases",
+                "good_held",
+                "intervals",
+                "covered",
+                "no_interval",
+                "calls",
+            ):
+                setattr(total, name, getattr(total, name) + getattr(t, name))
         return total
+
+
+def calls_per_design(n_tasks: int, replicates: int, n_arms: int, *, llm_judge: bool = True) -> int:
+    """Paid calls of a fixed design: per task and replicate one cleartext answer, one
+    control answer and one per arm; with an LLM judge one judge call per arm and control."""
+    answers = n_tasks * replicates * (2 + n_arms)
+    judges = n_tasks * replicates * (1 + n_arms) if llm_judge else 0
+    return answers + judges
 
 
 def _score_run(
@@ -175,31 +244,38 @@ def _score_run(
         interval_method=method,
         pooled=False,
     )
-    policy = decide(curve, calibration_id="simulation", model="sim")
-    entry = policy.classes["sim"]
-    chosen = entry.arm.key if entry.arm is not None else None
     rows = curve.rows("sim").set_index("arm")
+    chosen = None
+    verdict = None
+    if scenario.walk:
+        entry = decide(curve, calibration_id="simulation", model="sim").classes["sim"]
+        chosen = entry.arm.key if entry.arm is not None else None
+        verdict = entry.verdict
     tally.runs += 1
+    tally.calls += calls_per_design(scenario.n_tasks, scenario.replicates, len(scenario.arms))
     for arm in scenario.arms:
-        bad = (1.0 - arm.true_retention) > (1.0 - scenario.tolerance) + 1e-9
-        picked = chosen == arm.key
-        if bad:
-            tally.bad_arm_cases += 1
-            tally.false_held += int(picked)
-            tally.false_certified += int(picked and entry.verdict == "measured")
+        if arm.key not in rows.index:
+            continue
+        row = rows.loc[arm.key]
+        if scenario.walk:
+            held = chosen == arm.key or row["status"] == "held"
+            certified = chosen == arm.key and verdict == "measured"
         else:
+            held = bool(row["passes"])
+            certified = bool(row["certain"])
+        if arm.true_retention < scenario.tolerance - 1e-9:
+            tally.bad_arm_cases += 1
+            tally.false_held += int(held)
+            tally.false_certified += int(certified)
+        elif arm.true_retention >= scenario.tolerance + POWER_MARGIN - 1e-9:
             tally.good_arm_cases += 1
-            tally.good_held += int(picked or _held(rows, arm.key))
-        low, high = rows.at[arm.key, "retention_low"], rows.at[arm.key, "retention_high"]
+            tally.good_held += int(held)
+        low, high = row["retention_low"], row["retention_high"]
         if pd.isna(low) or pd.isna(high):
             tally.no_interval += 1
         else:
             tally.intervals += 1
-            tally.covered += int(low <= arm.true_retention <= high)
-
-
-def _held(rows: pd.DataFrame, key: str) -> bool:
-    return bool(rows.at[key, "status"] == "held")
+            tally.covered += int(low - 1e-9 <= min(arm.true_retention, 1.0) <= high + 1e-9)
 
 
 def run_study(
@@ -215,7 +291,9 @@ def run_study(
     mode_list = list(modes)
     for index, scenario in enumerate(scenarios):
         rng = np.random.default_rng([seed, index])
-        tallies = [Tally(scenario.name, mode) for mode in mode_list]
+        tallies = [
+            Tally(scenario.name, mode, scenario.n_tasks, scenario.replicates) for mode in mode_list
+        ]
         for _ in range(runs):
             grades = simulate_grades(scenario, rng)
             for tally in tallies:
@@ -233,14 +311,46 @@ def _ladder(*pairs: tuple[float, float]) -> tuple[SimArm, ...]:
     )
 
 
-#: The study the bench runs: borderline losses, a realistic ladder, noisy and clean judges.
+#: One point below the 95 % tolerance (must not be applied), and good arms for power.
+PROBE_ARMS = _ladder((0.94, 0.2), (0.97, 0.25), (0.99, 0.3), (1.0, 0.35))
+
+#: The worlds of the study; `designs()` varies tasks and repeats over each.
 DEFAULT_SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("borderline-bad", _ladder((0.93, 0.2))),
-    Scenario("ladder", _ladder((1.0, 0.15), (0.97, 0.25), (0.92, 0.35), (0.8, 0.5))),
-    Scenario("noisy-judge", _ladder((0.93, 0.2)), judge_sd=7.0, sampling_sd=6.0),
-    Scenario("clean-judge", _ladder((0.99, 0.15), (0.96, 0.3)), judge_sd=1.0, sampling_sd=1.0),
-    Scenario("more-tasks", _ladder((0.99, 0.15), (0.93, 0.3)), n_tasks=20, judge_sd=4.0),
+    Scenario(
+        "concentrated",
+        PROBE_ARMS,
+        harm="concentrated",
+        judge_sd=2.0,
+        sampling_sd=2.5,
+        grade_step=5,
+        derail=0.015,
+        error_rate=0.01,
+        missing_rate=0.01,
+    ),
+    Scenario("spread", PROBE_ARMS),
+    Scenario("noisy-judge", PROBE_ARMS, judge_sd=7.0, sampling_sd=6.0),
+    Scenario("clean-judge", PROBE_ARMS, judge_sd=1.0, sampling_sd=1.0),
+    Scenario(
+        "ladder-walk", _ladder((1.0, 0.15), (0.97, 0.25), (0.92, 0.35), (0.8, 0.5)), walk=True
+    ),
 )
+
+DESIGN_TASKS = (5, 10, 20, 40)
+DESIGN_REPEATS = (1, 3)
+
+
+def designs(
+    scenarios: Sequence[Scenario],
+    tasks: Sequence[int] = DESIGN_TASKS,
+    repeats: Sequence[int] = DESIGN_REPEATS,
+) -> list[Scenario]:
+    """Every scenario at every design (tasks x repeats), named `world nxr`."""
+    return [
+        replace(s, name=f"{s.name} {n}x{r}", n_tasks=n, replicates=r)
+        for s in scenarios
+        for n in tasks
+        for r in repeats
+    ]
 
 
 def small_scenarios() -> tuple[Scenario, ...]:

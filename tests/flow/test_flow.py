@@ -24,6 +24,7 @@ from flows.calibrate import (
     calibrate,
 )
 from tokenlens import tables
+from tokenlens.cli import main as cli_main
 from tokenlens.errors import SpendLimitReached
 from tokenlens.policy import load_policy
 from tokenlens.testing import FakeAnthropic
@@ -68,7 +69,10 @@ def distinct_answer_keys(store: Path) -> set[str]:
 
 
 def test_full_run_then_rerun_makes_no_calls(
-    prefect_api: str, anthropic: FakeAnthropic, make_config: Any
+    prefect_api: str,
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = make_config(judge="both")
     result = calibrate(config)
@@ -110,6 +114,17 @@ def test_full_run_then_rerun_makes_no_calls(
     assert read_artifact(KEY_REPORT).type == "markdown"  # link artifacts render as markdown
     for name in SCHEMAS:
         assert f"{name}.parquet" in read_artifact(KEY_TABLE.format(name=name)).data
+
+    # The planner reads the finished calibration: tasks / repeats / calls / $ per class.
+    capsys.readouterr()
+    args = ["plan", result["calibration_id"], "--store", str(config.store)]
+    assert cli_main([*args, "--reports", str(config.reports)]) == 0
+    plan = capsys.readouterr().out
+    assert f"Plan from calibration {result['calibration_id']}" in plan
+    for task_class in ("extraction", "numeric-reasoning"):
+        lines = [line for line in plan.splitlines() if line.startswith(task_class)]
+        assert len(lines) == 3 * 3  # three arms x repeats 1-3
+        assert all("$" in line or "—" in line for line in lines)
 
     seen = len(anthropic.calls())
     again = calibrate(config)

@@ -112,8 +112,8 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
     unmeasured = list(arms.loc[arms["status"] == "not_measured", "arm"])
     walked = arms[~arms["status"].isin(["no_savings", "not_measured"])].sort_values("reduction")
     unmeasured_note = (
-        "; not measured (every pair errored; rerun with --retry-errors to pay for them "
-        "again): " + ", ".join(map(arm_label, unmeasured))
+        "; not measured (every pair errored — see the grades table's error column): "
+        + ", ".join(map(arm_label, unmeasured))
         if unmeasured
         else ""
     )

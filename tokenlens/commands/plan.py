@@ -1,0 +1,51 @@
+"""`tokenlens plan [RUN]`: tasks, repeats, calls and dollars needed to certify each arm."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, REPORTS_DIR
+from tokenlens.errors import TokenLensError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "plan",
+        help="tasks and repeats per class needed to certify each arm, with calls and cost",
+    )
+    parser.add_argument(
+        "run",
+        nargs="?",
+        default=None,
+        help="calibration id (default: the one behind <reports>/policy/latest.json); "
+        "with no calibration at all, plan from stated assumptions",
+    )
+    parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy root")
+    parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
+    parser.add_argument(
+        "--model", default=None, help="price answers on this model (default: the run's)"
+    )
+    parser.add_argument(
+        "--judge-model", default=None, help="price an LLM judge on this model (default: none)"
+    )
+    parser.add_argument("--tolerance", type=float, default=None)
+    parser.set_defaults(func=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from tokenlens.commands.plan_view import load_inputs, print_plans
+
+    inputs = load_inputs(
+        run=args.run,
+        reports=args.reports,
+        store=args.store or args.reports / "store",
+        tolerance=args.tolerance,
+    )
+    model = args.model or (
+        inputs.model if inputs.model and inputs.model != "local" else DEFAULT_ANTHROPIC_MODEL
+    )
+    if inputs.tolerance is None:
+        raise TokenLensError("no tolerance: pass --tolerance")
+    print_plans(inputs, model=model, judge_model=args.judge_model)
+    return 0

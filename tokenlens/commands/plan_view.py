@@ -1,0 +1,146 @@
+"""Reading a finished calibration for the planner, and printing its plans."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenlens.compress.arms import CONTROL
+from tokenlens.decision.curve import ALL_CLASSES
+from tokenlens.decision.planner import ArmPlan, plan_arm
+from tokenlens.errors import TokenLensError
+from tokenlens.formatting import arm_label
+from tokenlens.pricing import PRICES_AS_OF
+from tokenlens.stats import Spread
+
+DEFAULT_PROMPT_TOKENS = 1000.0
+
+
+@dataclass
+class PlanInputs:
+    run: str | None
+    tolerance: float | None
+    model: str | None
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: dict[str, float] = field(default_factory=dict)
+
+
+def load_inputs(
+    *, run: str | None, reports: Path, store: Path, tolerance: float | None
+) -> PlanInputs:
+    """The run's curve, tokens and policy settings; empty inputs when there is no run."""
+    from tokenlens.policy import load_policy
+
+    latest = reports / "policy" / "latest.json"
+    policy = None
+    if run is None and latest.exists():
+        policy = load_policy(latest)
+        run = policy.calibration_id
+    elif run is not None and (reports / "policy" / f"{run}.json").exists():
+        policy = load_policy(reports / "policy" / f"{run}.json")
+    if run is None:
+        return PlanInputs(None, tolerance or 0.95, None)
+    run_dir = store / "runs" / run
+    curve_path = run_dir / "curve.parquet"
+    if not curve_path.exists():
+        raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}")
+    import pyarrow.parquet as pq
+
+    curve = pq.read_table(curve_path).to_pylist()
+    tokens: dict[str, list[int]] = {}
+    tasks_path = run_dir / "tasks.parquet"
+    if tasks_path.exists():
+        for row in pq.read_table(tasks_path).to_pylist():
+            tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
+    return PlanInputs(
+        run,
+        tolerance or (policy.tolerance if policy else None),
+        policy.model if policy else None,
+        curve,
+        {c: sum(v) / len(v) for c, v in tokens.items() if v},
+    )
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> list[ArmPlan]:
+    assert inputs.tolerance is not None
+    plans: list[ArmPlan] = []
+    if not inputs.curve:
+        plans.append(
+            plan_arm(
+                "any class",
+                "an arm",
+                tolerance=inputs.tolerance,
+                retention=None,
+                spread=None,
+                n_arms=1,
+                prompt_tokens=DEFAULT_PROMPT_TOKENS,
+                model=model,
+                judge_model=judge_model,
+            )
+        )
+        return plans
+    rows = [r for r in inputs.curve if r["task_class"] != ALL_CLASSES and r["arm"] != CONTROL]
+    arms_per_class: dict[str, int] = {}
+    for r in rows:
+        arms_per_class[r["task_class"]] = arms_per_class.get(r["task_class"], 0) + 1
+    for r in rows:
+        between = _num(r.get("sd_between"))
+        spread = None if between is None else Spread(between, _num(r.get("sd_within")))
+        plans.append(
+            plan_arm(
+                r["task_class"],
+                r["arm"],
+                tolerance=inputs.tolerance,
+                retention=_num(r.get("retention")),
+                spread=spread,
+                n_arms=arms_per_class[r["task_class"]],
+                prompt_tokens=inputs.prompt_tokens.get(r["task_class"], DEFAULT_PROMPT_TOKENS),
+                model=model,
+                judge_model=judge_model,
+            )
+        )
+    return plans
+
+
+def _money(value: float | None) -> str:
+    return "no price" if value is None else f"${value:,.2f}"
+
+
+def print_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> None:
+    plans = build_plans(inputs, model=model, judge_model=judge_model)
+    source = f"calibration {inputs.run}" if inputs.run else "stated assumptions (no calibration)"
+    print(
+        f"Plan from {source}: tolerance {100 * (inputs.tolerance or 0):.1f}%, 80% power, "
+        f"one-sided 95% test; answers on {model}, judge "
+        f"{judge_model or 'metric (no paid calls)'}; prices as of {PRICES_AS_OF}"
+    )
+    print(
+        "Calls count every arm of the class's ladder (they are sampled together); "
+        "'✓ tasks' is what a ✓ needs, the rest allow at most ?."
+    )
+    header = (
+        f"{'class':<22}{'arm':<18}{'repeats':>8}{'tasks':>7}{'✓ tasks':>9}{'calls':>8}"
+        f"{'cost':>12}{'batch':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for plan in plans:
+        for d in plan.designs:
+            tasks = "—" if d.tasks is None else str(d.tasks)
+            print(
+                f"{plan.task_class:<22}{arm_label(plan.arm):<18}{d.repeats:>8}{tasks:>7}"
+                f"{'—' if d.tasks_measured is None else d.tasks_measured:>9}"
+                f"{'—' if d.calls is None else d.calls:>8}"
+                f"{_money(d.cost_usd) if d.tasks else '—':>12}"
+                f"{_money(d.cost_batch_usd) if d.tasks else '—':>12}"
+            )
+        print(f"{'':<22}{plan.note}")

@@ -1,0 +1,160 @@
+"""The planner: how many tasks and repeats a class needs to certify an arm, and the bill.
+
+From a finished calibration it reads each arm's measured retention and its spread
+between and within tasks (the curve's `sd_between` / `sd_within`); with no calibration
+it states its assumptions instead. For each design (repeats 1-3) it finds the fewest
+tasks whose one-sided 95 % test holds the arm with 80 % power, never fewer than the
+minimum-evidence rule asks (`tokenlens.decision.evidence`), and prices the calls.
+
+An arm measured at or below the tolerance cannot be planned for: no design certifies
+what is not there, and the planner says so instead of printing a huge number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tokenlens.decision.curve import ALPHA
+from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisional
+from tokenlens.pricing import cost_usd
+from tokenlens.stats import Spread, t_quantile, tasks_for_power
+
+POWER = 0.8
+#: Stated assumptions when nothing was measured yet (fractions of the cleartext grade).
+ASSUMED_SPREAD = Spread(between=0.05, within=0.06)
+ASSUMED_MARGIN = 0.02  # plan for an arm that truly keeps tolerance + 2 points
+ASSUMED_ANSWER_TOKENS = 300
+ASSUMED_JUDGE_OUTPUT_TOKENS = 250
+JUDGE_PROMPT_OVERHEAD_TOKENS = 400
+
+
+@dataclass(frozen=True)
+class Design:
+    """One way to certify one arm: tasks x repeats, what it costs, what it can claim."""
+
+    repeats: int
+    tasks: int | None  # None: no design certifies it
+    tasks_measured: int | None  # tasks for a ✓ (at least the ✓ evidence rule)
+    calls: int | None
+    cost_usd: float | None
+    cost_batch_usd: float | None
+
+
+@dataclass(frozen=True)
+class ArmPlan:
+    task_class: str
+    arm: str
+    assumed_retention: float
+    spread: Spread
+    measured: bool  # numbers came from a calibration, not assumptions
+    designs: tuple[Design, ...]
+    note: str
+
+
+def calls_for(tasks: int, repeats: int, n_arms: int, *, llm_judge: bool) -> tuple[int, int]:
+    """(answer calls, judge calls) of a fixed design over `n_arms` arms plus the control."""
+    answers = tasks * repeats * (2 + n_arms)
+    judges = tasks * repeats * (1 + n_arms) if llm_judge else 0
+    return answers, judges
+
+
+def price_design(
+    tasks: int,
+    repeats: int,
+    n_arms: int,
+    *,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str | None,
+    batch: bool = False,
+) -> float | None:
+    """Dollars for a design; None when a model has no price (say so, never print $0)."""
+    answers, judges = calls_for(tasks, repeats, n_arms, llm_judge=judge_model is not None)
+    answer_cost = cost_usd(
+        model,
+        input_tokens=int(prompt_tokens),
+        output_tokens=ASSUMED_ANSWER_TOKENS,
+        batch=batch,
+    )
+    if answer_cost is None:
+        return None
+    total = answers * answer_cost
+    if judge_model is not None and judges:
+        judge_in = int(prompt_tokens + 2 * ASSUMED_ANSWER_TOKENS + JUDGE_PROMPT_OVERHEAD_TOKENS)
+        judge_cost = cost_usd(
+            judge_model,
+            input_tokens=judge_in,
+            output_tokens=ASSUMED_JUDGE_OUTPUT_TOKENS,
+            batch=batch,
+        )
+        if judge_cost is None:
+            return None
+        total += judges * judge_cost
+    return total
+
+
+def plan_arm(
+    task_class: str,
+    arm: str,
+    *,
+    tolerance: float,
+    retention: float | None,
+    spread: Spread | None,
+    n_arms: int,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str | None,
+    repeats: Sequence[int] = (1, 2, 3),
+) -> ArmPlan:
+    """Designs that certify `arm` with 80 % power, from measurements or assumptions."""
+    measured = retention is not None and spread is not None
+    truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
+    sp = spread if spread is not None else ASSUMED_SPREAD
+    need_p, need_m = tasks_for_provisional(tolerance), tasks_for_measured(tolerance)
+    designs: list[Design] = []
+    for r in repeats:
+        n = tasks_for_power(truth - tolerance, sp, r, alpha=ALPHA, power=POWER)
+        if n is None:
+            designs.append(Design(r, None, None, None, None, None))
+            continue
+        n = max(n, need_p)
+        answers, judges = calls_for(n, r, n_arms, llm_judge=judge_model is not None)
+        kwargs = {"prompt_tokens": prompt_tokens, "model": model, "judge_model": judge_model}
+        designs.append(
+            Design(
+                r,
+                n,
+                max(n, need_m),
+                answers + judges,
+                price_design(n, r, n_arms, **kwargs),  # type: ignore[arg-type]
+                price_design(n, r, n_arms, batch=True, **kwargs),  # type: ignore[arg-type]
+            )
+        )
+    if truth <= tolerance:
+        note = (
+            f"measured retention {100 * truth:.1f}% is not above the "
+            f"{100 * tolerance:.1f}% tolerance: no design certifies it"
+        )
+    elif not measured:
+        note = (
+            f"assumed: true retention {100 * truth:.1f}%, spread between tasks "
+            f"{100 * sp.between:.1f} points, within a task {100 * (sp.within or 0):.1f} points"
+        )
+    else:
+        note = f"from the calibration: retention {100 * truth:.1f}%"
+    return ArmPlan(task_class, arm, truth, sp, measured, tuple(designs), note)
+
+
+def detectable_retention(
+    tolerance: float, tasks: int, repeats: int, spread: Spread = ASSUMED_SPREAD
+) -> float | None:
+    """The lowest true retention a design holds with 80 % power; None below the evidence
+    rule's minimum (nothing can be applied with so few tasks)."""
+    if tasks < tasks_for_provisional(tolerance):
+        return None
+    within = spread.within or 0.0
+    se = math.sqrt((spread.between**2 + within**2 / max(repeats, 1)) / tasks)
+    need = t_quantile(1 - ALPHA, tasks - 1) + t_quantile(POWER, tasks - 1)
+    return tolerance + need * se
