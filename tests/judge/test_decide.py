@@ -20,8 +20,8 @@ from tokenlens.decision import (
     judge_agreement,
     walk_ladder,
 )
-from tokenlens.identity import calibration_id
 from tokenlens.errors import JudgeError
+from tokenlens.identity import calibration_id
 from tokenlens.policy import load_policy, write_policy
 from tokenlens.simulate import Scenario, SimArm, simulate_grades
 from tokenlens.tables import CURVE
