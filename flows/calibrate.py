@@ -18,7 +18,6 @@ from uuid import UUID
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
-    create_link_artifact,
     create_markdown_artifact,
     create_progress_artifact,
     create_table_artifact,
@@ -27,20 +26,30 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
-from tokenlens.calibration.progress import FanOut, RichProgress
+from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.runner import Progress
+from tokenlens.calibration.runs import finish_run
 from tokenlens.calibration.session import (
     estimate_spend,
     offline_defaults,
     open_calibration,
 )
 from tokenlens.calibration.stages import Calibration, Published, Row
-from tokenlens.calibration.summary import curve_records, spend_text
-from tokenlens.config import CalibrationConfig
+from tokenlens.calibration.summary import curve_records, report_artifact, spend_text, table_cell
+from tokenlens.config import (
+    DEFAULT_LLMLINGUA_MODEL,
+    DEFAULT_METHODS,
+    DEFAULT_RATES,
+    REPORTS_DIR,
+    Backend,
+    CalibrationConfig,
+    DecisionMode,
+    JudgeKind,
+)
 from tokenlens.decision import Curve
-from tokenlens.errors import SpendLimitReached
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
 from tokenlens.report import seed_lines
-from tokenlens.tasks import CalibrationTask
+from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
 
 #: Stable artifact keys (lowercase letters, digits, dashes).
 KEY_PROGRESS = "calibration-progress"
@@ -48,7 +57,7 @@ KEY_CURVE = "calibration-curve"
 KEY_POLICY = "calibration-policy"
 KEY_SPEND = "calibration-spend"
 KEY_REPORT = "calibration-report"
-KEY_TABLE = "calibration-table-{name}"
+KEY_TREND = "calibration-trend"
 
 _STAGE_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
@@ -135,26 +144,139 @@ def publish_policy(
 
 
 @flow(name="calibrate", log_prints=True)
-def calibrate(config: CalibrationConfig | None = None) -> dict[str, Any]:
-    """Calibrate the compression ladder against answer quality and publish a policy."""
-    config = config or CalibrationConfig()
+def calibrate(
+    tasks: Path = DEFAULT_TASKS_PATH,
+    classes: list[str] | None = None,
+    max_tasks_per_class: int | None = None,
+    shortest_tasks_first: bool = False,
+    methods: list[str] = list(DEFAULT_METHODS),  # noqa: B006 - Prefect shows it in the form
+    rates: list[float] = list(DEFAULT_RATES),  # noqa: B006
+    repeats: int = 3,
+    backend: Backend = "auto",
+    model: str | None = None,
+    max_tokens: int = 512,
+    temperature: float = 1.0,
+    judge: JudgeKind = "metric",
+    judge_model: str | None = None,
+    judge_both_orders: bool = False,
+    judge_twice: bool = False,
+    tolerance: float = 0.95,
+    mode: DecisionMode = "interval",
+    concurrency: int = 4,
+    max_spend: float | None = None,
+    batch: bool = False,
+    store: Path = REPORTS_DIR / "store",
+    reports: Path = REPORTS_DIR,
+    llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL,
+    seed: int = 0,
+    fresh_sample: bool = False,
+    fail_on_unresolved: bool = True,
+    resume: str | None = None,
+) -> dict[str, Any]:
+    """Calibrate the compression ladder against answer quality and publish a policy.
+
+    Every setting is its own parameter, so one can be overridden
+    (`prefect deployment run calibrate/nightly --param repeats=5`) and the deployment's
+    others are kept.
+
+    Args:
+        tasks: JSONL task file (on the worker).
+        classes: task classes to calibrate; empty for every class in the file.
+        max_tasks_per_class: cap on tasks per class; empty for all.
+        shortest_tasks_first: with a cap, keep each class's shortest tasks.
+        methods: ladder methods, gentlest first (safe, minify, dedup, prune, select, llmlingua2).
+        rates: keep fractions of the rate-taking methods, e.g. [0.8, 0.6, 0.4].
+        repeats: answer pairs per task and arm.
+        backend: anthropic, local, or auto (anthropic when ANTHROPIC_API_KEY is set).
+        model: answer model; empty for the backend's default.
+        max_tokens: answer length cap in tokens.
+        temperature: sampling temperature of the answers.
+        judge: metric (no model), llm (blind LLM judge) or both.
+        judge_model: model of the LLM judge; empty for the answer model.
+        judge_both_orders: judge each pair in both A/B orders.
+        judge_twice: re-judge control pairs to split the noise floor.
+        tolerance: retention an arm must keep (0-1).
+        mode: interval (the 95% bound must clear) or mean (the seed's rule).
+        concurrency: model calls in flight.
+        max_spend: USD cap for this run's new calls; empty for none.
+        batch: use the Message Batches API (half price, slower).
+        store: root of the Parquet tables and the call ledger.
+        reports: root of the published policies and reports.
+        llmlingua_model: LLMLingua-2 model (hub name or local path).
+        seed: sample seed of a run that does not ask for a fresh sample.
+        fresh_sample: draw new answer seeds for this run (a schedule sees drift); off, a
+            rerun reuses every paid call.
+        fail_on_unresolved: end the flow run Failed (after publishing) when a requested
+            class is unmeasurable, had no arm hold, or has too few tasks.
+        resume: a run id to resume with its own seeds ("latest": the newest unfinished run);
+            the other settings then come from that run.
+    """
+    config = CalibrationConfig(
+        tasks=tasks,
+        classes=tuple(classes) if classes else None,
+        max_tasks_per_class=max_tasks_per_class,
+        shortest_tasks_first=shortest_tasks_first,
+        methods=tuple(methods),
+        rates=tuple(rates),
+        repeats=repeats,
+        backend=backend,
+        model=model,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        judge=judge,
+        judge_model=judge_model,
+        judge_both_orders=judge_both_orders,
+        judge_twice=judge_twice,
+        tolerance=tolerance,
+        mode=mode,
+        concurrency=concurrency,
+        max_spend=max_spend,
+        batch=batch,
+        store=store,
+        reports=reports,
+        llmlingua_model=llmlingua_model,
+        seed=seed,
+    )
     progress: Progress = ArtifactProgress()
     terminal = _terminal_progress()
-    if terminal is not None:
-        progress = FanOut([progress, terminal])
+    progress = FanOut([progress, terminal])
     try:
-        return _calibrate(config, progress)
+        result = _calibrate(config, progress, fresh_sample=fresh_sample, resume=resume)
     finally:
-        if terminal is not None:
+        if isinstance(terminal, RichProgress):
             terminal.close()
+    unresolved = result["unresolved_classes"]
+    if fail_on_unresolved and unresolved:
+        raise CalibrationUnresolved(unresolved, result["run_id"], result["report_path"])
+    return result
 
 
-def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
+def flow_parameters(config: CalibrationConfig, **options: Any) -> dict[str, Any]:
+    """The flow's parameters for a config (plus `fresh_sample`, `resume`, ...)."""
+    params = config.model_dump(mode="json")
+    params["classes"] = list(config.classes) if config.classes else None
+    return {**params, **options}
+
+
+def _calibrate(
+    config: CalibrationConfig, progress: Progress, *, fresh_sample: bool, resume: str | None
+) -> dict[str, Any]:
     logger = get_run_logger()
-    cal, selected = open_calibration(config, progress=progress)
+    cal, selected = open_calibration(
+        config,
+        progress=progress,
+        fresh_sample=fresh_sample,
+        resume=resume,
+        flow_run_id=_flow_run_id(),
+    )
+    config = cal.config
     logger.info(
-        "calibration %s: %d tasks, %d arms + control, %d repeats, model %s (%s), judge %s",
+        "calibration %s, run %s (sample seed %d%s): %d tasks, %d arms + control, %d repeats, "
+        "model %s (%s), judge %s",
+        cal.calibration_id,
         cal.store.run_id,
+        config.seed,
+        ", fresh" if fresh_sample else "",
         len(selected),
         len(cal.arms),
         config.repeats,
@@ -162,31 +284,41 @@ def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
         cal.backend,
         config.judge,
     )
-    load_tasks(cal, selected)
-    compressions = compress_arms(cal, selected)
-    unavailable = stages.unavailable_arms(compressions)
-    for arm, reason in unavailable.items():
-        logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
-    estimate = estimate_spend(cal, selected, compressions).describe()
-    logger.info("spend estimate: %s", estimate)
     try:
-        answers = sample_answers(cal, selected, compressions)
-        grades = judge_pairs(cal, selected, compressions, answers)
-    except SpendLimitReached:
-        _publish_spend(cal, estimate)
+        load_tasks(cal, selected)
+        compressions = compress_arms(cal, selected)
+        unavailable = stages.unavailable_arms(compressions)
+        for arm, reason in unavailable.items():
+            logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
+        estimate = estimate_spend(cal, selected, compressions).describe()
+        logger.info("spend estimate: %s", estimate)
+        try:
+            answers = sample_answers(cal, selected, compressions)
+            grades = judge_pairs(cal, selected, compressions, answers)
+        except SpendLimitReached:
+            _publish_spend(cal, estimate)
+            raise
+        curve = aggregate(cal, grades)
+        requested = list(config.classes) if config.classes else None
+        published = publish_policy(cal, curve, grades, requested, unavailable)
+    except BaseException:
+        if cal.run is not None:
+            finish_run(config.store, cal.run, "stopped")
         raise
-    curve = aggregate(cal, grades)
-    requested = list(config.classes) if config.classes else None
-    published = publish_policy(cal, curve, grades, requested, unavailable)
+    if cal.run is not None:
+        finish_run(config.store, cal.run, "finished")
     lines = seed_lines(published.policy)
     _publish_artifacts(cal, curve, published, lines, estimate)
     return {
-        "calibration_id": cal.store.run_id,
+        "calibration_id": cal.calibration_id,
+        "run_id": cal.store.run_id,
+        "seed": config.seed,
         "policy_path": str(published.policy_path),
         "report_path": str(published.report_path),
         "store": str(cal.store.run_dir),
         "ledger": str(cal.ledger.calls_path),
         "exit_code": published.exit_code,
+        "unresolved_classes": list(published.unresolved),
         "policy_lines": lines,
         "unavailable_arms": unavailable,
         "new_calls": cal.spend.new_calls,
@@ -195,8 +327,17 @@ def _calibrate(config: CalibrationConfig, progress: Progress) -> dict[str, Any]:
     }
 
 
-def _terminal_progress() -> RichProgress | None:
-    return RichProgress() if sys.stderr.isatty() else None
+def _flow_run_id() -> str | None:
+    """The Prefect flow run's id: a retry of the same flow run resumes the same run."""
+    from prefect.runtime import flow_run
+
+    value = flow_run.get_id()
+    return str(value) if value else None
+
+
+def _terminal_progress() -> Progress:
+    """A bar on a terminal; plain progress lines every 30 s anywhere else."""
+    return RichProgress() if sys.stderr.isatty() else LineProgress()
 
 
 def _publish_spend(cal: Calibration, estimate: str) -> None:
@@ -213,14 +354,14 @@ def _publish_artifacts(
     create_table_artifact(
         table=curve_records(curve),
         key=KEY_CURVE,
-        description=f"Quality curve per class and arm (judge: {curve.judge}).",
+        description=f"Quality curve per class and arm, ladder order (judge: {curve.judge}).",
     )
     policy = published.policy
     markdown = [
-        f"## Policy {policy.calibration_id}",
+        f"## Policy of run {cal.store.run_id}",
         "",
-        f"Model `{policy.model}`, judge `{policy.judge}`, tolerance {policy.tolerance:.0%}, "
-        f"mode `{policy.mode}`.",
+        f"Calibration `{policy.calibration_id}`, model `{policy.model}`, judge "
+        f"`{policy.judge}`, tolerance {policy.tolerance:.0%}, mode `{policy.mode}`.",
         "",
         "```",
         *lines,
@@ -229,11 +370,11 @@ def _publish_artifacts(
         "Why:",
         "",
         *[
-            f"- **{entry.task_class}** {entry.mark} {entry.reason}"
+            f"- **{table_cell(entry.task_class)}** {entry.mark} {entry.reason}"
             for entry in [*policy.classes.values(), policy.default]
         ],
         "",
-        f"Policy file: `{published.policy_path}`",
+        f"Policy file on the worker: `{published.policy_path}`",
     ]
     unavailable = stages.unavailable_arms(cal.store.read("compressions"))
     if unavailable:
@@ -244,36 +385,38 @@ def _publish_artifacts(
         key=KEY_POLICY,
         description="The published policy: ✓ measured, ? provisional, — none.",
     )
-    for name, path in cal.store.existing().items():
-        create_link_artifact(
-            link=Path(path).resolve().as_uri(),
-            link_text=f"{name}.parquet",
-            key=KEY_TABLE.format(name=name),
-            description=f"The {name} table of calibration {cal.store.run_id} (Parquet).",
-        )
-    create_link_artifact(
-        link=Path(published.report_path).resolve().as_uri(),
-        link_text="HTML report",
+    create_markdown_artifact(
+        markdown=report_artifact(published, tables_dir=str(cal.store.run_dir)),
         key=KEY_REPORT,
-        description="The calibration report.",
+        description="The calibration report (verdicts, per-class table, noise floors, plot).",
     )
     _publish_spend(cal, estimate)
 
 
-def run_calibration(config: CalibrationConfig) -> int:
-    """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code."""
+def run_calibration(
+    config: CalibrationConfig, *, fresh_sample: bool = False, resume: str | None = None
+) -> int:
+    """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
+
+    The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
+    run itself is not failed for it."""
     for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    config, notes = offline_defaults(config)
-    if notes:
-        print(
-            "Offline default run (the embedded model takes seconds per answer): "
-            + "; ".join(notes)
-            + ".",
-            file=sys.stderr,
-        )
+    if resume is None:
+        config, notes = offline_defaults(config)
+        if notes:
+            print(
+                "Offline default run (the embedded model takes seconds per answer): "
+                + "; ".join(notes)
+                + ".",
+                file=sys.stderr,
+            )
     try:
-        result = calibrate(config)
+        result = calibrate(
+            **flow_parameters(
+                config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
+            )
+        )
     except SpendLimitReached as exc:
         print(f"tokenlens: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -283,6 +426,7 @@ def run_calibration(config: CalibrationConfig) -> int:
     print()
     for arm, reason in result["unavailable_arms"].items():
         print(f"not measured here: {arm} ({reason})")
+    print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
     print(f"policy:  {result['policy_path']}")
     print(f"report:  {result['report_path']}")
     print(f"tables:  {result['store']}")

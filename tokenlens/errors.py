@@ -47,3 +47,20 @@ class SpendLimitReached(TokenLensError):
     """The run's max spend was reached; finished calls are kept in the ledger."""
 
     exit_code = 3
+
+
+class CalibrationUnresolved(TokenLensError):
+    """A requested class ended unmeasurable, with no arm held, or with too few tasks.
+
+    Raised by the scheduled flow *after* the policy and report are published, so the
+    flow run ends Failed and an automation can notify on it; names the classes."""
+
+    exit_code = 4
+
+    def __init__(self, classes: list[str], run_id: str, report: str):
+        super().__init__(
+            f"calibration run {run_id}: no certified arm for {', '.join(classes)} "
+            f"(unmeasurable, no arm held, or too few tasks); policy and report were "
+            f"published: {report}"
+        )
+        self.classes = classes

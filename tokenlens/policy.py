@@ -93,6 +93,9 @@ class Policy(BaseModel):
     schema_version: int = SCHEMA_VERSION
     created: datetime
     calibration_id: str = Field(min_length=8)
+    #: The run that produced this file (one calibration has many runs; see
+    #: `tokenlens.calibration.runs`). None in files written before runs existed.
+    run_id: str | None = None
     model: str
     judge: str
     tolerance: float
@@ -135,11 +138,36 @@ def load_policy(path: str | Path) -> Policy:
     return parse_policy(text, str(file))
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)  # elsewhere: the classic read-by-setting, restored at once
+    os.umask(current)
+    return current
+
+
+def new_file_mode() -> int:
+    """The mode `open()` would give a new file (0644 under the usual 022 umask).
+
+    `tempfile.mkstemp` creates 0600 files; a policy or report published through it
+    would be unreadable by a proxy running as another user."""
+    return 0o666 & ~_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file + fsync + rename, so readers never see a half-written file."""
+    """Write via a temp file + fsync + rename, so readers never see a half-written file.
+
+    The file gets the mode a plain `open()` would give it (see `new_file_mode`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

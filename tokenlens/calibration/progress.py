@@ -1,10 +1,12 @@
-"""Progress on the terminal (a rich bar per stage) and fan-out to several sinks."""
+"""Progress on the terminal (a rich bar per stage), as plain lines when nobody watches a
+terminal (a pipe, CI, a worker log), and fan-out to several sinks."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 from tokenlens.calibration.runner import Progress
 
@@ -49,6 +51,68 @@ class RichProgress:
     def close(self) -> None:
         if self._tasks:
             self._bar.stop()
+
+
+class LineProgress:
+    """A line per stage start and end, and one every `every_s` seconds in between:
+    ``sample: 120/400 (30%), 48.0 calls/min, ETA 5m50s``.
+
+    A rich bar draws nothing under a pipe, so a long run would be silent for minutes."""
+
+    def __init__(
+        self,
+        out: IO[str] | None = None,
+        *,
+        every_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._out = out
+        self._every = every_s
+        self._clock = clock
+        self._started: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+        self._done: dict[str, tuple[int, int]] = {}
+
+    def _print(self, text: str) -> None:
+        print(text, file=self._out or sys.stderr, flush=True)
+
+    def start(self, stage: str, total: int) -> None:
+        now = self._clock()
+        self._started[stage] = self._last[stage] = now
+        self._done[stage] = (0, total)
+        self._print(f"{stage}: 0/{total} to do")
+
+    def advance(self, stage: str, done: int, total: int) -> None:
+        self._done[stage] = (done, total)
+        now = self._clock()
+        if now - self._last.get(stage, now) >= self._every and done < total:
+            self._last[stage] = now
+            self._print(self.line(stage, done, total, now - self._started[stage]))
+
+    def finish(self, stage: str) -> None:
+        done, total = self._done.get(stage, (0, 0))
+        elapsed = self._clock() - self._started.get(stage, self._clock())
+        self._print(f"{stage}: {done}/{total} done in {_duration(elapsed)}")
+
+    @staticmethod
+    def line(stage: str, done: int, total: int, elapsed: float) -> str:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        if done <= 0 or elapsed <= 0:
+            return f"{stage}: {done}/{total}{share}, no rate yet"
+        per_minute = 60.0 * done / elapsed
+        eta = (total - done) * elapsed / done
+        return f"{stage}: {done}/{total}{share}, {per_minute:.1f} per min, ETA {_duration(eta)}"
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 class FanOut:

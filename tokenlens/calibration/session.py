@@ -13,17 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.calibration.runner import NoProgress, Progress
+from tokenlens.calibration.runs import RunManifest, find_run, reopen_run, start_run
 from tokenlens.calibration.stages import (
     Calibration,
     answer_model,
     build_judges,
+    calibration_key,
     plan_answers,
     request_tokens,
-    run_id,
     select_tasks,
 )
 from tokenlens.calibration.store import Store
 from tokenlens.config import DEFAULT_RATES, CalibrationConfig
+from tokenlens.errors import TokenLensError
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.pricing import cost_usd
 from tokenlens.tasks import CalibrationTask
@@ -69,20 +71,50 @@ def offline_defaults(config: CalibrationConfig) -> tuple[CalibrationConfig, list
     return config.model_copy(update=updates), notes
 
 
+def resume_config(store: str | Path, ref: str | None) -> tuple[CalibrationConfig, RunManifest]:
+    """The settings of the run to resume (`ref`: run id, calibration id, or None for the
+    newest unfinished run)."""
+    manifest = find_run(store, ref)
+    return manifest.calibration_config(), manifest
+
+
 def open_calibration(
     config: CalibrationConfig,
     *,
     progress: Progress | None = None,
     client_params: dict[str, Any] | None = None,
+    fresh_sample: bool = False,
+    resume: str | None = None,
+    flow_run_id: str | None = None,
 ) -> tuple[Calibration, list[CalibrationTask]]:
-    """Build everything a run needs; makes no model call."""
+    """Build everything a run needs and record the run; makes no model call.
+
+    `resume` reopens that run (`"latest"`: the newest unfinished one) with its own seed
+    and settings; otherwise a new run starts (see `tokenlens.calibration.runs`).
+    """
     from tokenlens.models.registry import make_client
 
+    manifest: RunManifest | None = None
+    if resume is not None:
+        config, manifest = resume_config(config.store, None if resume == "latest" else resume)
     backend = config.resolved_backend()
     client = make_client(backend, config.model, **(client_params or {}))
     model = answer_model(config, client)
     tasks = select_tasks(config)
-    store = Store(Path(config.store), run_id(config, tasks, model))
+    calibration_id = calibration_key(config, tasks, model)
+    if manifest is not None:
+        if manifest.calibration_id != calibration_id:
+            raise TokenLensError(
+                f"run {manifest.run_id} cannot be resumed: its tasks or settings changed since "
+                f"(calibration {manifest.calibration_id}, now {calibration_id}); start a new run"
+            )
+        manifest = reopen_run(config.store, manifest)
+    else:
+        manifest = start_run(
+            config, calibration_id, fresh_sample=fresh_sample, flow_run_id=flow_run_id
+        )
+    config = manifest.calibration_config()  # the run's own sample seed
+    store = Store(Path(config.store), manifest.run_id)
     ledger = Ledger(store.ledger_dir)
     spend = SpendMeter(config.max_spend)
     answer_client = LedgerClient(client, ledger, kind="answer", spend=spend)
@@ -97,6 +129,8 @@ def open_calibration(
         model=model,
         backend=backend,
         progress=progress or NoProgress(),
+        calibration_id=calibration_id,
+        run=manifest,
     )
     return cal, tasks
 

@@ -47,6 +47,7 @@ from tokenlens.tasks import CalibrationTask
 from tokenlens.tokens import estimate_tokens
 
 if TYPE_CHECKING:
+    from tokenlens.calibration.runs import RunManifest
     from tokenlens.decision import Curve
     from tokenlens.policy import Policy
 
@@ -73,6 +74,9 @@ class Calibration:
     model: str
     backend: str
     progress: Progress = field(default_factory=NoProgress)
+    #: What was measured (`calibration_key`); `store.run_id` names this run of it.
+    calibration_id: str = ""
+    run: RunManifest | None = None
 
     @property
     def arms(self) -> list[Arm]:
@@ -84,8 +88,11 @@ def answer_model(config: CalibrationConfig, client: ModelClient) -> str:
     return str(getattr(client, "model", None) or config.model or DEFAULT_ANTHROPIC_MODEL)
 
 
-def run_id(config: CalibrationConfig, tasks: list[CalibrationTask], model: str) -> str:
-    """The id of a run's tables: what was measured, with which model, how."""
+def calibration_key(config: CalibrationConfig, tasks: list[CalibrationTask], model: str) -> str:
+    """The calibration id: what was measured, with which model, how.
+
+    The sample seed is left out on purpose: runs of one calibration may draw different
+    samples (see `tokenlens.calibration.runs`)."""
     from tokenlens.identity import calibration_id
 
     arms = build_ladder(config.methods, config.rates)
@@ -104,7 +111,6 @@ def run_id(config: CalibrationConfig, tasks: list[CalibrationTask], model: str) 
             "tolerance": config.tolerance,
             "mode": config.mode,
             "llmlingua_model": config.llmlingua_model,
-            "seed": config.seed,
         },
     )
 
@@ -588,6 +594,15 @@ class Published:
     policy_path: Path
     report_path: Path
     exit_code: int
+    #: The run's report as markdown and its plot (PNG), for the Prefect artifacts.
+    markdown_path: Path | None = None
+    plot_path: Path | None = None
+    unresolved: tuple[str, ...] = ()
+
+
+def run_reports_dir(reports: str | Path, run_id: str) -> Path:
+    """Where one run's policy and report live: `<reports>/runs/<run-id>/`."""
+    return Path(reports) / "runs" / run_id
 
 
 def publish_stage(
@@ -597,21 +612,24 @@ def publish_stage(
     requested: list[str] | None,
     unavailable: dict[str, str] | None = None,
 ) -> Published:
-    """Decide, write the policy (`<reports>/policy/<id>.json` + latest) and the report."""
+    """Decide; write the run's policy and report under `<reports>/runs/<run-id>/`, then
+    publish the policy as `<reports>/policy/<calibration-id>.json` and `latest.json`.
+
+    Every run keeps its own files, so an older run's report never shows a newer run.
+    """
     import pandas as pd
 
-    from tokenlens.decision import decide, exit_code, judge_agreement
-    from tokenlens.policy import write_policy
+    from tokenlens.decision import decide, exit_code, judge_agreement, unresolved_classes
+    from tokenlens.policy import atomic_write_text, write_policy
     from tokenlens.report import write_report
 
     policy = decide(
         curve,
-        calibration_id=cal.store.run_id,
+        calibration_id=cal.calibration_id or cal.store.run_id,
         model=cal.model,
         requested_classes=requested,
-    )
-    reports = Path(cal.config.reports)
-    policy_path = write_policy(policy, reports / "policy")
+    ).model_copy(update={"run_id": cal.store.run_id})
+    run_folder = run_reports_dir(cal.config.reports, cal.store.run_id)
     agreement = None
     judges = list(cal.judge_clients)
     if len(judges) == 2:
@@ -626,9 +644,20 @@ def publish_stage(
     paths = write_report(
         policy,
         curve,
-        reports,
+        run_folder,
         agreement=agreement,
         local_model=cal.backend == "local",
         unavailable=unavailable,
     )
-    return Published(policy, policy_path, paths.html, exit_code(policy, requested))
+    run_policy = run_folder / "policy.json"
+    atomic_write_text(run_policy, policy.model_dump_json(indent=2) + "\n")
+    write_policy(policy, Path(cal.config.reports) / "policy")
+    return Published(
+        policy,
+        run_policy,
+        paths.html,
+        exit_code(policy, requested),
+        markdown_path=paths.markdown,
+        plot_path=paths.plot,
+        unresolved=tuple(unresolved_classes(policy, requested)),
+    )

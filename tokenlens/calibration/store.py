@@ -4,10 +4,11 @@ Layout under the store root::
 
     ledger/calls.parquet           every paid call ever made (shared by all runs)
     ledger/journal-*.jsonl         calls not yet compacted (a killed run leaves these)
-    runs/<run-id>/<table>.parquet  the stage tables of one configuration
+    runs/<run-id>/run.json         the run's manifest (calibration id, seed, settings)
+    runs/<run-id>/<table>.parquet  the stage tables of one run
 
-The run id is a hash of the configuration that shapes the tables, so a rerun of the same
-settings overwrites its own tables and a different setting never clobbers them.
+Every run has its own folder (see `tokenlens.calibration.runs`), so no run clobbers
+another's tables; a resumed run rewrites its own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenlens.policy import new_file_mode
 from tokenlens.tables import TABLES_VERSION
 
 TABLE_NAMES: tuple[str, ...] = ("tasks", "compressions", "answers", "grades", "curve")
@@ -33,6 +35,7 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     metadata[b"tokenlens_tables_version"] = str(TABLES_VERSION).encode()
     table = table.replace_schema_metadata(metadata)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, new_file_mode())  # mkstemp's 0600 would hide the tables from other users
     os.close(fd)
     try:
         pq.write_table(table, tmp)

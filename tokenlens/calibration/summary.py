@@ -5,36 +5,47 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tokenlens.calibration.stages import Published
     from tokenlens.decision import Curve
     from tokenlens.ledger import SpendMeter
 
 
+def table_cell(text: str) -> str:
+    """A cell that a markdown renderer shows as written (Prefect renders table cells as
+    markdown): no e-mail autolink out of `prune@0.4`, no bold out of `__all__`."""
+    out = text.replace("\\", "\\\\")
+    for char in "*_`[]<>|#~":
+        out = out.replace(char, "\\" + char)
+    return out.replace("@", "&#64;")
+
+
 def curve_records(curve: Curve) -> list[dict[str, Any]]:
-    """The curve as a small table for humans (percentages, rounded)."""
+    """The curve as a small table for people: classes in curve order (all classes last),
+    arms in ladder order (control first), the status second so it is never cut off."""
+    from tokenlens.compress.arms import Arm
+    from tokenlens.decision import ALL_CLASSES
+    from tokenlens.formatting import arm_label, interval, pct
 
-    def pct(value: Any) -> str:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return ""
-        return "" if number != number else f"{100 * number:.1f}%"
-
+    table = curve.table
+    order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
+    rows = sorted(
+        table.to_dict(orient="records"),
+        key=lambda r: (order.get(r["task_class"], len(order)), Arm.parse(r["arm"]).ladder_rank),
+    )
     records = []
-    for row in curve.table.to_dict(orient="records"):
+    for row in rows:
+        name = "all classes" if row["task_class"] == ALL_CLASSES else str(row["task_class"])
         records.append(
             {
-                "class": row["task_class"],
-                "arm": row["arm"],
+                "class": table_cell(name),
+                "arm": table_cell(arm_label(str(row["arm"]))),
+                "status": table_cell(str(row["status"]).replace("_", " ")),
                 "reduction": pct(row["reduction"]),
-                "retention": pct(row["retention_mean"]),
-                "interval": f"{pct(row['retention_low'])}–{pct(row['retention_high'])}"
-                if pct(row["retention_low"])
-                else "",
+                "retention": pct(row["retention"]),
+                "95% bounds": interval(row["retention_low"], row["retention_high"]),
                 "noise floor": pct(row["noise_floor"]),
-                "bar": pct(row["bar"]),
-                "pairs": int(row["n_pairs"]),
+                "tasks / pairs": f"{int(row['n_tasks'])} / {int(row['n_pairs'])}",
                 "errors": int(row["n_errors"]),
-                "status": row["status"],
             }
         )
     return records
@@ -53,3 +64,25 @@ def spend_text(spend: SpendMeter, estimate: str | None) -> str:
     if spend.max_spend is not None:
         lines.append(f"Max spend: ${spend.max_spend:.2f}.")
     return "\n".join(lines)
+
+
+def report_artifact(published: Published, *, tables_dir: str) -> str:
+    """The run's markdown report with its plot inlined as a data URI, so the Prefect UI
+    shows both from any machine (a `file://` link to the worker's disk opens nowhere)."""
+    import base64
+
+    if published.markdown_path is None:
+        return f"Report written to `{published.report_path}` on the worker."
+    text = published.markdown_path.read_text(encoding="utf-8")
+    plot = published.plot_path
+    if plot is not None and plot.exists():
+        uri = "data:image/png;base64," + base64.b64encode(plot.read_bytes()).decode("ascii")
+        text = text.replace(f"]({plot.name})", f"]({uri})")
+    return (
+        text
+        + "\n\n---\n\nOn the worker: report `"
+        + str(published.report_path)
+        + "`, tables `"
+        + tables_dir
+        + "`.\n"
+    )

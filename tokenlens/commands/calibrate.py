@@ -61,7 +61,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
     parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
     parser.add_argument("--llmlingua-model", default=None)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
+    parser.add_argument(
+        "--fresh-sample",
+        action="store_true",
+        help="draw new answer seeds for this run (new calls) instead of reusing the ledger's",
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        default=None,
+        metavar="RUN",
+        help="resume an interrupted run with its own seeds and settings "
+        "(default: the newest unfinished run in --store); pays only for missing calls",
+    )
     parser.set_defaults(func=run)
 
 
@@ -118,4 +132,4 @@ def run(args: argparse.Namespace) -> int:
         os.environ.setdefault(key, value)
     from flows.calibrate import run_calibration
 
-    return run_calibration(config)
+    return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume)

@@ -37,12 +37,18 @@ def load_inputs(
     policy = None
     if run is None and latest.exists():
         policy = load_policy(latest)
-        run = policy.calibration_id
+        run = policy.run_id or policy.calibration_id
     elif run is not None and (reports / "policy" / f"{run}.json").exists():
         policy = load_policy(reports / "policy" / f"{run}.json")
+    elif run is not None and (reports / "runs" / run / "policy.json").exists():
+        policy = load_policy(reports / "runs" / run / "policy.json")
     if run is None:
         return PlanInputs(None, tolerance or 0.95, None)
     run_dir = store / "runs" / run
+    if not run_dir.exists():  # a calibration id: its newest run
+        from tokenlens.calibration.runs import find_run
+
+        run_dir = store / "runs" / find_run(store, run).run_id
     curve_path = run_dir / "curve.parquet"
     if not curve_path.exists():
         raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}")
