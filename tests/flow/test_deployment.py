@@ -1,8 +1,12 @@
 """The README's deployment path, scripted: work pool, `prefect deploy --all`, a run of
-`calibrate/nightly`, a process worker with `--run-once`; the run completes with artifacts.
+`calibrate/nightly`, a process worker with `--run-once`.
 
-The nightly's parameters are overridden at run time (small task subset, a temporary
-store), and the worker's environment points the Anthropic backend at the loopback server.
+The run overrides one setting the README's way (`--param repeats=1`) on top of what keeps
+the test small and isolated (a task subset and a temporary store, given with `--params`);
+every other setting, `max_spend` and `judge: both` included, must keep the deployment's
+value. Two tasks cannot certify anything, so the run must end Failed, naming the class,
+after publishing its policy, report and artifacts. The worker's environment points the
+Anthropic backend at the loopback server.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from flows.calibrate import KEY_CURVE, KEY_POLICY
+from flows.calibrate import KEY_CURVE, KEY_POLICY, KEY_REPORT
+from tokenlens.calibration.runs import list_runs
+from tokenlens.policy import load_policy
 from tokenlens.testing import FakeAnthropic
 
 pytestmark = pytest.mark.slow
@@ -34,7 +40,7 @@ def prefect_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> s
     return done.stdout
 
 
-def test_deploy_run_and_work_the_nightly(
+def test_nightly_override_one_parameter_and_fail_loudly(
     prefect_api: str, anthropic: FakeAnthropic, make_config: Any, tmp_path: Path
 ) -> None:
     env = {
@@ -46,11 +52,23 @@ def test_deploy_run_and_work_the_nightly(
     prefect_cli(["work-pool", "create", POOL, "--type", "process", "--overwrite"], env)
     prefect_cli(["--no-prompt", "deploy", "--all"], env)
 
-    config = make_config(classes=("extraction",), repeats=1)
-    params = {"config": json.loads(config.model_dump_json())}
+    config = make_config(classes=("extraction",), methods=("safe", "prune"))
+    isolation = {
+        "classes": list(config.classes),
+        "max_tasks_per_class": config.max_tasks_per_class,
+        "methods": list(config.methods),
+        "rates": list(config.rates),
+        "max_tokens": config.max_tokens,
+        "store": str(config.store),
+        "reports": str(config.reports),
+    }
     out = prefect_cli(
-        ["deployment", "run", "calibrate/nightly", "--params", json.dumps(params)], env
-    )
+        [
+            "deployment", "run", "calibrate/nightly",
+            "--params", json.dumps(isolation), "--param", "repeats=1",
+        ],
+        env,
+    )  # fmt: skip
     assert "calibrate/nightly" in out
     prefect_cli(["worker", "start", "--pool", POOL, "--run-once"], env, timeout=400)
 
@@ -69,16 +87,32 @@ def test_deploy_run_and_work_the_nightly(
         )
         assert len(runs) >= 1
         run = max(runs, key=lambda r: r.created or 0)
-        assert run.state is not None and run.state.is_completed(), run.state
         deployment = client.read_deployment(run.deployment_id)  # type: ignore[arg-type]
         assert deployment.work_pool_name == POOL
         assert [s.schedule.cron for s in deployment.schedules] == ["30 2 * * *"]  # type: ignore[union-attr]
         artifacts = client.read_artifacts(
             artifact_filter=ArtifactFilter(
                 flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]),
-                key=ArtifactFilterKey(any_=[KEY_POLICY, KEY_CURVE]),
+                key=ArtifactFilterKey(any_=[KEY_POLICY, KEY_CURVE, KEY_REPORT]),
             )
         )
-    assert {a.key for a in artifacts} == {KEY_POLICY, KEY_CURVE}
-    assert (config.reports / "policy" / "latest.json").is_file()
-    assert anthropic.calls(), "the deployed run answered through the loopback server"
+
+    # The override took, and every other setting kept the deployment's value.
+    nightly = deployment.parameters
+    assert run.parameters["repeats"] == 1 != nightly["repeats"]
+    for name in ("max_spend", "judge", "model", "backend", "tolerance", "mode", "fresh_sample"):
+        assert run.parameters[name] == nightly[name], name
+    assert nightly["max_spend"] == 5.0 and nightly["judge"] == "both"
+    # ...and the flow ran with them: the run's manifest records what it used.
+    [manifest] = list_runs(config.store)
+    used = manifest.config
+    assert used["max_spend"] == 5.0 and used["judge"] == "both" and used["repeats"] == 1
+    assert manifest.fresh_sample and manifest.flow_run_id == str(run.id)
+    assert [r for r in anthropic.calls() if r.is_judge], "judge: both kept its LLM judge"
+
+    # Loud failure: Failed, naming the class, after everything was published.
+    assert run.state is not None and run.state.is_failed(), run.state
+    assert "extraction" in (run.state.message or ""), run.state.message
+    latest = load_policy(config.reports / "policy" / "latest.json")
+    assert latest.run_id == manifest.run_id and latest.classes["extraction"].verdict == "none"
+    assert {a.key for a in artifacts} == {KEY_POLICY, KEY_CURVE, KEY_REPORT}
