@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,32 @@ def test_nightly_override_one_parameter_and_fail_loudly(
     latest = load_policy(config.reports / "policy" / "latest.json")
     assert latest.run_id == manifest.run_id and latest.classes["extraction"].verdict == "none"
     assert {a.key for a in artifacts} == {KEY_POLICY, KEY_CURVE, KEY_REPORT}
+    # What the README's automation (automations/calibration-failed.yaml) reacts to.
+    assert failed_event_flows(prefect_api, str(run.id)) == ["calibrate"]
+
+
+def failed_event_flows(api: str, flow_run_id: str) -> list[str]:
+    """Names of the flows related to the flow run's `prefect.flow-run.Failed` event."""
+    import httpx
+
+    query = {
+        "filter": {
+            "event": {"name": ["prefect.flow-run.Failed"]},
+            "any_resource": {"id": [f"prefect.flow-run.{flow_run_id}"]},
+        },
+        "limit": 5,
+    }
+    found: list[dict[str, Any]] = []
+    for _ in range(50):  # events reach the store asynchronously
+        reply = httpx.post(f"{api}/events/filter", json=query, timeout=10)
+        reply.raise_for_status()
+        found = reply.json()["events"]
+        if found:
+            break
+        time.sleep(0.2)
+    return [
+        r["prefect.resource.name"]
+        for event in found
+        for r in event["related"]
+        if r.get("prefect.resource.role") == "flow"
+    ]
