@@ -24,6 +24,7 @@ from flows.calibrate import (
     flow_parameters,
 )
 from tokenlens import tables
+from tokenlens.calibration.runs import list_runs
 from tokenlens.cli import main as cli_main
 from tokenlens.errors import SpendLimitReached
 from tokenlens.policy import load_policy, new_file_mode
@@ -209,3 +210,55 @@ def test_spend_cap_stops_keeps_and_resumes(
     result = run(make_config(concurrency=1))
     unique = distinct_answer_keys(Path(result["store"]) / "answers.parquet")
     assert len(anthropic.calls()) == len(unique)  # the first run's calls were not repeated
+
+
+def cli_args(config: Any) -> list[str]:
+    """`tokenlens calibrate` with the options of a test config."""
+    return [
+        "calibrate", "--backend", "anthropic", "--model", str(config.model),
+        "--classes", ",".join(config.classes),
+        "--max-tasks-per-class", str(config.max_tasks_per_class),
+        "--methods", ",".join(config.methods),
+        "--rates", ",".join(map(str, config.rates)), "--repeats", str(config.repeats),
+        "--judge", config.judge, "--max-tokens", str(config.max_tokens),
+        "--store", str(config.store), "--reports", str(config.reports),
+    ]  # fmt: skip
+
+
+def test_same_command_twice_is_free_fresh_samples_make_new_calls(
+    prefect_api: str,
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = make_config(repeats=1)
+    assert cli_main(cli_args(config)) in (0, 4)
+    paid = len(answer_calls(anthropic))
+    assert paid > 0
+    capsys.readouterr()
+    assert cli_main(cli_args(config)) in (0, 4)
+    assert len(answer_calls(anthropic)) == paid  # the same command again: 0 calls
+    assert "(0 new calls this run)" in capsys.readouterr().out
+
+    seeds = set()
+    for _ in range(2):  # what the nightly does: a fresh sample per run
+        before = len(answer_calls(anthropic))
+        fresh = run(config, fresh_sample=True)
+        made = len(answer_calls(anthropic)) - before
+        assert (
+            made
+            == fresh["new_calls"]
+            == len(distinct_answer_keys(Path(fresh["store"]) / "answers.parquet"))
+        )
+        seeds.add(fresh["seed"])
+    assert len(seeds) == 2 and config.seed not in seeds
+
+    runs = list_runs(config.store)
+    assert len(runs) == 4 and all(m.status == "finished" for m in runs)
+    assert len({m.calibration_id for m in runs}) == 1  # four runs of one calibration
+    for manifest in runs:  # each kept its own policy and tables
+        policy = load_policy(config.reports / "runs" / manifest.run_id / "policy.json")
+        assert policy.run_id == manifest.run_id
+        assert (config.store / "runs" / manifest.run_id / "grades.parquet").is_file()
+    latest = load_policy(config.reports / "policy" / "latest.json")
+    assert latest.run_id == runs[-1].run_id

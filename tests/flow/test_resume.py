@@ -1,4 +1,7 @@
-"""A calibration killed with SIGKILL during sampling, then rerun, pays for no cell twice.
+"""A calibration killed with SIGKILL during sampling, then resumed, pays for no cell twice.
+
+The victim draws a fresh sample (as the nightly does), so only `--resume` — the run's own
+seeds — can reuse what it paid; a plain rerun would draw the config's sample instead.
 
 How the kill is made exact: once some answers are in, the next `concurrency` requests are
 held by the server ("stall" fault) so every worker of the victim is blocked on a call
@@ -20,17 +23,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from flows.calibrate import calibrate, flow_parameters
+from tokenlens.calibration.cells import sample_seed
+from tokenlens.calibration.runs import list_runs
+from tokenlens.cli import main as cli_main
 from tokenlens.testing import FakeAnthropic
 
 pytestmark = pytest.mark.slow
-
-
-def run(config: Any, **options: Any) -> dict[str, Any]:
-    """The flow in-process; an unresolved class does not fail it (the configs are tiny)."""
-    options.setdefault("fail_on_unresolved", False)
-    result: dict[str, Any] = calibrate(**flow_parameters(config, **options))
-    return result
 
 
 CONCURRENCY = 2
@@ -48,8 +46,12 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_sigkill_during_sampling_then_rerun_pays_each_cell_once(
-    prefect_api: str, anthropic: FakeAnthropic, make_config: Any, tmp_path: Path
+def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
+    prefect_api: str,
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = make_config(repeats=3, concurrency=CONCURRENCY)
     anthropic.configure(latency_s=0.05, stall_s=120.0)
@@ -62,6 +64,7 @@ def test_sigkill_during_sampling_then_rerun_pays_each_cell_once(
         "--rates", "0.6", "--repeats", "3", "--judge", "metric",
         "--concurrency", str(CONCURRENCY), "--max-tokens", str(config.max_tokens),
         "--store", str(config.store), "--reports", str(config.reports),
+        "--fresh-sample",
     ]  # fmt: skip
     env = {**os.environ, "PREFECT_API_URL": prefect_api}
     log = (tmp_path / "victim.log").open("w")
@@ -95,12 +98,24 @@ def test_sigkill_during_sampling_then_rerun_pays_each_cell_once(
     journals = list((config.store / "ledger").glob("journal-*.jsonl"))
     assert journals, "the killed run left its journal behind"
 
-    anthropic.configure(latency_s=0.0)
-    result = run(config)
+    [victim_run] = list_runs(config.store)
+    assert victim_run.status == "running" and victim_run.fresh_sample  # no clean end
 
-    answers = pq.read_table(Path(result["store"]) / "answers.parquet").to_pylist()
-    unique_cells = {a["call_key"] for a in answers}
-    assert len(answers) == 4 * 3 * 5 and not [a for a in answers if a["error"]]
+    anthropic.configure(latency_s=0.0)
+    resume = ["calibrate", "--resume", "--store", str(config.store)]
+    assert cli_main([*resume, "--reports", str(config.reports)]) in (0, 4)
+
+    [resumed] = list_runs(config.store)  # the same run, not a new one
+    assert (resumed.run_id, resumed.seed) == (victim_run.run_id, victim_run.seed)
+    assert resumed.status == "finished"
+    answers = pq.read_table(config.store / "runs" / resumed.run_id / "answers.parquet")
+    rows = answers.to_pylist()
+    unique_cells = {a["call_key"] for a in rows}
+    assert len(rows) == 4 * 3 * 5 and not [a for a in rows if a["error"]]
+    assert {a["seed"] for a in rows} <= {
+        sample_seed(victim_run.seed, r, s) for r in range(3) for s in (0, 1)
+    }
     assert ok_answers(anthropic) == len(unique_cells)  # not one more
-    assert result["new_calls"] == len(unique_cells) - before_rerun
+    paid_now = len(unique_cells) - before_rerun
+    assert paid_now > 0 and f"({paid_now} new calls this run)" in capsys.readouterr().out
     assert not list((config.store / "ledger").glob("journal-*.jsonl"))  # compacted
