@@ -35,7 +35,13 @@ from tokenlens.calibration.session import (
     open_calibration,
 )
 from tokenlens.calibration.stages import Calibration, Published, Row
-from tokenlens.calibration.summary import curve_records, report_artifact, spend_text, table_cell
+from tokenlens.calibration.summary import (
+    curve_records,
+    report_artifact,
+    spend_text,
+    table_cell,
+    trend_markdown,
+)
 from tokenlens.config import (
     DEFAULT_LLMLINGUA_MODEL,
     DEFAULT_METHODS,
@@ -389,6 +395,11 @@ def _publish_artifacts(
         markdown=report_artifact(published, tables_dir=str(cal.store.run_dir)),
         key=KEY_REPORT,
         description="The calibration report (verdicts, per-class table, noise floors, plot).",
+    )
+    create_markdown_artifact(
+        markdown=trend_markdown(str(cal.config.store), str(cal.config.reports)),
+        key=KEY_TREND,
+        description="Per class over the last runs: verdict, arm, retention, noise floor.",
     )
     _publish_spend(cal, estimate)
 

@@ -86,3 +86,28 @@ def report_artifact(published: Published, *, tables_dir: str) -> str:
         + tables_dir
         + "`.\n"
     )
+
+
+def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
+    """The `calibration-trend` artifact: `tokenlens history` as a markdown table."""
+    from tokenlens.calibration.history import (
+        HISTORY_HEADER,
+        history_cells,
+        history_rows,
+        load_history,
+    )
+
+    states = load_history(store, reports, last=last)
+    rows = history_rows(states)
+    lines = [
+        f"## Trend over the last {len(states)} runs",
+        "",
+        "⚠ marks a significant change: an interval that no longer overlaps the previous "
+        "run's (the tracked arm's retention, or the noise floor).",
+        "",
+        "| " + " | ".join(HISTORY_HEADER) + " |",
+        "|" + "|".join("---" for _ in HISTORY_HEADER) + "|",
+    ]
+    for cells in history_cells(rows):
+        lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
+    return "\n".join(lines)

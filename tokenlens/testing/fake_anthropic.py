@@ -108,6 +108,8 @@ class FakeAnthropic:
         require_key: answer 401 when a request carries neither x-api-key nor authorization.
         fault_rate: share of /v1/ requests failed at random (see `set_fault_rate`).
         fault_kinds: the HTTP faults drawn from when `fault_rate` > 0.
+        forget_rate: share of answers saying the context lacks the information (a model
+            that got worse; see `fake_logic.fake_answer`).
     """
 
     def __init__(
@@ -122,8 +124,10 @@ class FakeAnthropic:
         require_key: bool = True,
         fault_rate: float = 0.0,
         fault_kinds: Iterable[str] = ("429", "529", "500"),
+        forget_rate: float = 0.0,
     ) -> None:
         self.seed = seed
+        self.forget_rate = forget_rate
         self.latency_s = latency_s
         self.stream_delay_s = stream_delay_s
         self.stall_s = stall_s
@@ -243,6 +247,7 @@ class FakeAnthropic:
         "judge_noise",
         "batch_polls",
         "require_key",
+        "forget_rate",
     )
 
     def settings(self) -> dict[str, Any]:
@@ -398,7 +403,9 @@ class FakeAnthropic:
             else:
                 content = [{"type": "text", "text": text}]
         else:
-            text = BAD_JSON_TEXT if bad_json else fake_logic.fake_answer(body, rng)
+            text = (
+                BAD_JSON_TEXT if bad_json else fake_logic.fake_answer(body, rng, self.forget_rate)
+            )
             text, cut = fake_logic.truncate_to_tokens(text, int(body["max_tokens"]))
             stop_reason = "max_tokens" if cut else "end_turn"
             content = [{"type": "text", "text": text}]

@@ -93,13 +93,17 @@ def sentences(passages: list[str]) -> list[str]:
     return [s.strip() for p in passages for s in _SENTENCE_SPLIT.split(p) if s.strip()]
 
 
-def fake_answer(body: dict[str, Any], rng: random.Random) -> str:
+def fake_answer(body: dict[str, Any], rng: random.Random, forget_rate: float = 0.0) -> str:
     """The extractive answer: the context sentences most relevant to the question.
 
     At temperature 0 the two best sentences (ties broken by position). At temperature > 0
     the number of sentences (1-3) and the order among near-ties are drawn from `rng`, so a
-    sampled answer may miss a second fact or carry an unrelated sentence.
+    sampled answer may miss a second fact or carry an unrelated sentence. `forget_rate` is
+    the share of answers that claim the context lacks the information: a model that got
+    worse, for tests of drift (0 draws nothing, so answers stay as they were).
     """
+    if forget_rate > 0 and rng.random() < forget_rate:
+        return NOT_FOUND_ANSWER
     question, passages = split_prompt(body)
     q_terms = content_terms(question)
     candidates = sentences(passages)

@@ -1,0 +1,82 @@
+"""`tokenlens history` and `tokenlens compare`: how calibrations moved from run to run."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenlens.config import REPORTS_DIR
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    history = sub.add_parser(
+        "history",
+        help="per class: verdict, arm, reduction, retention and noise floor over the last runs",
+        description="Flags a significant change (⚠) where an interval no longer overlaps "
+        "the previous run's: the tracked arm's retention, or the noise floor.",
+    )
+    history.add_argument("--class", dest="task_class", default=None, help="one task class")
+    history.add_argument("--last", type=int, default=10, help="runs to show (default 10)")
+    _paths(history)
+    history.set_defaults(func=run_history)
+
+    compare = sub.add_parser(
+        "compare",
+        help="what changed between two runs (run ids, or calibration ids for their newest run)",
+    )
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    _paths(compare)
+    compare.set_defaults(func=run_compare)
+
+
+def _paths(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy and report root")
+    parser.add_argument("--store", type=Path, default=None, help="store root (<reports>/store)")
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned plain-text columns (the last column left ragged)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    out = []
+    for row in [list(header), *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
+        out.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(out)
+
+
+def run_history(args: argparse.Namespace) -> int:
+    from tokenlens.calibration.history import (
+        HISTORY_HEADER,
+        history_cells,
+        history_rows,
+        load_history,
+    )
+
+    store = args.store or args.reports / "store"
+    states = load_history(store, args.reports, last=args.last)
+    if not states:
+        print(f"no finished run in {store / 'runs'}")
+        return 0
+    rows = history_rows(states, args.task_class)
+    print(columns(HISTORY_HEADER, history_cells(rows)))
+    changed = [row for row in rows if row.flags]
+    print()
+    print(
+        f"{len(states)} runs; {len(changed)} significant change(s)"
+        if changed
+        else f"{len(states)} runs; no significant change"
+    )
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from tokenlens.calibration.history import compare_lines, find_state
+
+    store = args.store or args.reports / "store"
+    a = find_state(store, args.reports, args.run_a)
+    b = find_state(store, args.reports, args.run_b)
+    for line in compare_lines(a, b):
+        print(line)
+    return 0
