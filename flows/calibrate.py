@@ -38,6 +38,7 @@ from tokenlens.calibration.stages import Calibration, Published, Row
 from tokenlens.calibration.summary import (
     curve_records,
     report_artifact,
+    spend_line,
     spend_text,
     table_cell,
     trend_markdown,
@@ -328,6 +329,7 @@ def _calibrate(
         "policy_lines": lines,
         "unavailable_arms": unavailable,
         "new_calls": cal.spend.new_calls,
+        "spend_line": spend_line(cal.spend),
         "spent_usd": cal.spend.spent,
         "estimate": estimate,
     }
@@ -442,5 +444,5 @@ def run_calibration(
     print(f"report:  {result['report_path']}")
     print(f"tables:  {result['store']}")
     print(f"ledger:  {result['ledger']} ({result['new_calls']} new calls this run)")
-    print(f"spend:   ${result['spent_usd']:.4f} this run; {result['estimate']}")
+    print(f"spend:   {result['spend_line']} (planned: {result['estimate']})")
     return int(result["exit_code"])

@@ -6,34 +6,32 @@ backend chosen, the cleartext and compressed bodies are also counted exactly wit
 free ``count_tokens`` endpoint. An arm that cannot run here (LLMLingua-2 without its
 model) is listed as unavailable with the reason, and left out of the call plan.
 
-The call plan follows the calibration's design: per task and replicate, one cleartext
-answer, one second cleartext answer for the control arm, one answer per arm; with an LLM
-judge, one judge call per arm pair plus one for the control pair (doubled when both A/B
-orders are judged; control pairs judged again with ``judge_twice``). The reference-metric
-judge makes no paid calls.
+The call plan is the calibration's own (`tokenlens.calibration.estimate.plan_calls`, the
+same function behind the flow's estimate and spend lines): distinct answer requests of
+the sample a plain run draws, with what the ledger under `--store` already holds, and the
+LLM judge calls (an upper bound until the answers exist). The reference-metric judge
+makes no paid calls.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from tokenlens.calibration.estimate import CallPlan
 from tokenlens.compress.arms import Arm, build_ladder
 from tokenlens.compress.request import compress_request
 from tokenlens.compress.settings import CompressSettings
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
 from tokenlens.errors import ArmUnavailable, TokenLensError
-from tokenlens.pricing import PRICES_AS_OF, cost_usd
+from tokenlens.ledger import Ledger
+from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.tokens import TOKENIZER_NOTE
 
-#: Assumed answer length when pricing a run (capped by the config's max_tokens).
-ASSUMED_ANSWER_TOKENS = 300
-#: Assumed judge verdict length (reasoning first, then the grade).
-ASSUMED_JUDGE_OUTPUT_TOKENS = 250
-#: Judge prompt overhead beyond the request, reference and two answers (rubric, schema).
-JUDGE_PROMPT_OVERHEAD_TOKENS = 400
 CLEARTEXT = "cleartext"
 
 TokenCounter = Callable[[dict[str, Any]], int]
@@ -53,22 +51,7 @@ class DryRunRow:
     total_blocks: int | None
     unavailable: str | None = None
     exact_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class CallPlan:
-    """How many model calls a real run makes, and what they would cost."""
-
-    answer_calls: int
-    judge_calls: int
-    model: str
-    judge_model: str
-    cost_usd: float | None
-    cost_note: str
-
-    @property
-    def paid_calls(self) -> int:
-        return self.answer_calls + self.judge_calls
+    body_json: str | None = None  # the compressed body (arms only), for the call plan
 
 
 def answer_model(config: CalibrationConfig) -> str:
@@ -133,6 +116,7 @@ def dry_run_rows(
                     result.eligible_blocks,
                     result.total_blocks,
                     exact_tokens=_count(counter, result.body),
+                    body_json=json.dumps(result.body, sort_keys=True),
                 )
             )
     return rows
@@ -148,62 +132,59 @@ def _count(counter: TokenCounter | None, body: dict[str, Any]) -> int | None:
 
 
 def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
-    """Model calls (and their estimated cost) of a real run over `rows`' tasks and arms."""
-    by_task: dict[str, list[DryRunRow]] = {}
-    for row in rows:
-        by_task.setdefault(row.task_id, []).append(row)
-    model = answer_model(config)
-    judge_model = config.judge_model or model
-    llm_judge = config.judge in ("llm", "both")
-    orders = 2 if config.judge_both_orders else 1
-    out_tokens = min(ASSUMED_ANSWER_TOKENS, config.max_tokens)
-    answers = judges = 0
-    cost: float | None = 0.0
-    for task_rows in by_task.values():
-        clear = next(r for r in task_rows if r.arm == CLEARTEXT)
-        clear_tokens = _tokens(clear)
-        arm_rows = [r for r in task_rows if r.arm != CLEARTEXT and r.unavailable is None]
-        per_replicate_inputs = [clear_tokens, clear_tokens] + [_tokens(r) for r in arm_rows]
-        answers += config.repeats * len(per_replicate_inputs)
-        for tokens in per_replicate_inputs:
-            cost = _add(cost, model, tokens, out_tokens, config, config.repeats)
-        if llm_judge:
-            pairs = len(arm_rows) + 1 + (1 if config.judge_twice else 0)
-            n = config.repeats * pairs * orders
-            judges += n
-            judge_in = clear_tokens + 2 * out_tokens + JUDGE_PROMPT_OVERHEAD_TOKENS
-            cost = _add(cost, judge_model, judge_in, ASSUMED_JUDGE_OUTPUT_TOKENS, config, n)
-    return CallPlan(answers, judges, model, judge_model, cost, _cost_note(config, model, cost))
+    """The calls (and price bound) of a plain run over `rows`' tasks and arms, counting
+    what the ledger under `config.store` already holds (see module docstring)."""
+    from tokenlens.calibration.estimate import plan_calls
+
+    compressions = [
+        {
+            "task_id": r.task_id,
+            "arm": r.arm,
+            "status": "unavailable" if r.unavailable else "ok",
+            "reason": r.unavailable,
+            "body_json": r.body_json,
+        }
+        for r in rows
+        if r.arm != CLEARTEXT
+    ]
+    ledger_dir = Path(config.store) / "ledger"
+    return plan_calls(
+        config,
+        model=run_model(config),
+        backend=config.resolved_backend(),
+        tasks=config.selected_tasks(),
+        compressions=compressions,
+        ledger=Ledger(ledger_dir) if ledger_dir.is_dir() else None,
+    )
+
+
+def run_model(config: CalibrationConfig) -> str:
+    """The model id a real run asks (for the local backend, the GGUF's name)."""
+    if config.resolved_backend() == "local":
+        try:
+            from tokenlens.models.local import resolve_model_path
+
+            return resolve_model_path(config.model).name.removesuffix(".gguf")
+        except (TokenLensError, OSError):
+            return answer_model(config)
+    return answer_model(config)
 
 
 def _tokens(row: DryRunRow) -> int:
     return row.exact_tokens if row.exact_tokens is not None else int(row.tokens or 0)
 
 
-def _add(
-    total: float | None, model: str, tokens: int, out: int, config: CalibrationConfig, n: int
-) -> float | None:
-    if total is None or model == "local" or config.resolved_backend() == "local":
-        return total
-    one = cost_usd(model, input_tokens=tokens, output_tokens=out, batch=config.batch)
-    return None if one is None else total + one * n
-
-
-def _cost_note(config: CalibrationConfig, model: str, cost: float | None) -> str:
+def cost_note(config: CalibrationConfig, plan: CallPlan) -> str:
+    """The plan's money line, with what the bound assumes."""
+    model = run_model(config)
     if config.resolved_backend() == "local":
-        return "local model: $0" if model == "local" else f"local model ({model}): $0"
-    if cost is None:
+        return f"local model ({model}): $0"
+    if plan.usd_upper is None:
         return f"no price known for {model} (pricing table of {PRICES_AS_OF})"
-    judge = (
-        "the metric judge adds no paid calls"
-        if config.judge == "metric"
-        else f"judge calls assume {ASSUMED_JUDGE_OUTPUT_TOKENS} output tokens"
-    )
     return (
-        f"${cost:.2f} at {model} prices of {PRICES_AS_OF}"
-        f"{' (batch: half price)' if config.batch else ''}; assumes "
-        f"{min(ASSUMED_ANSWER_TOKENS, config.max_tokens)} output tokens per answer, no prompt "
-        f"caching; {judge}"
+        f"at most ${plan.usd_upper:.2f} for the {plan.new_calls:,} new calls at {model} prices "
+        f"of {PRICES_AS_OF}{' (batch: half price)' if config.batch else ''}; every answer "
+        "at max_tokens, no prompt caching"
     )
 
 
@@ -259,15 +240,16 @@ def run_dry_run(config: CalibrationConfig) -> int:
     print()
     print(
         f"A real run: {tasks} tasks x {config.repeats} repeats -> "
-        f"{plan.answer_calls:,} answer calls ({plan.model}), "
+        f"{plan.answer_calls:,} answer calls ({run_model(config)}), "
         f"{plan.judge_calls:,} judge calls ({config.judge} judge"
-        f"{', both orders' if config.judge_both_orders else ''})."
+        f"{', both orders' if config.judge_both_orders else ''}); "
+        f"{plan.describe()}."
     )
     if skipped:
         print(f"  Not counted (unavailable here): {', '.join(skipped)}.")
         for reason in sorted({row.unavailable for row in rows if row.unavailable}):
             print(f"  Unavailable because: {reason}")
-    print(f"  Estimated cost: {plan.cost_note}.")
+    print(f"  Estimated cost: {cost_note(config, plan)}.")
     return 0
 
 

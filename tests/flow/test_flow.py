@@ -26,6 +26,7 @@ from flows.calibrate import (
 from tokenlens import tables
 from tokenlens.calibration.runs import list_runs
 from tokenlens.cli import main as cli_main
+from tokenlens.dryrun import call_plan, dry_run_rows
 from tokenlens.errors import SpendLimitReached
 from tokenlens.policy import load_policy, new_file_mode
 from tokenlens.testing import FakeAnthropic
@@ -84,7 +85,14 @@ def test_full_run_then_rerun_makes_no_calls(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = make_config(judge="both")
+    planned = call_plan(config, dry_run_rows(config))  # what `--dry-run` says
     result = run(config)
+    # The dry run, the flow's estimate and the spend line come from one plan: they agree.
+    assert planned.new_answer_calls == len(answer_calls(anthropic))
+    assert 0 < len(judge_calls(anthropic)) <= planned.new_judge_calls
+    assert result["estimate"] == planned.describe()
+    after = call_plan(config, dry_run_rows(config))
+    assert after.new_calls == 0 and after.describe().startswith("0 new calls, $0 (")
 
     run_dir = Path(result["store"])
     for name, schema in SCHEMAS.items():
@@ -128,7 +136,7 @@ def test_full_run_then_rerun_makes_no_calls(
     for entry in policy.classes.values():
         assert entry.reason in policy_md.data
     assert read_artifact(KEY_PROGRESS).data == 100.0
-    assert "Spent this run" in read_artifact(KEY_SPEND).data
+    assert "Spent: " in read_artifact(KEY_SPEND).data
     report_md = read_artifact(KEY_REPORT).data
     assert "## Per class" in report_md and "## Every arm" in report_md
     assert "](data:image/png;base64," in report_md  # the plot opens from any machine
@@ -238,7 +246,9 @@ def test_same_command_twice_is_free_fresh_samples_make_new_calls(
     capsys.readouterr()
     assert cli_main(cli_args(config)) in (0, 4)
     assert len(answer_calls(anthropic)) == paid  # the same command again: 0 calls
-    assert "(0 new calls this run)" in capsys.readouterr().out
+    second = capsys.readouterr().out
+    assert "(0 new calls this run)" in second
+    assert "spend:   0 new calls, $0 this run (planned: 0 new calls, $0 (" in second
 
     seeds = set()
     for _ in range(2):  # what the nightly does: a fresh sample per run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,14 @@ import pytest
 
 from tokenlens.compress import Arm, CompressSettings, build_ladder
 from tokenlens.config import CalibrationConfig
-from tokenlens.dryrun import CLEARTEXT, arm_totals, call_plan, dry_run_rows, run_dry_run
+from tokenlens.dryrun import (
+    CLEARTEXT,
+    arm_totals,
+    call_plan,
+    cost_note,
+    dry_run_rows,
+    run_dry_run,
+)
 
 TASKS = Path(__file__).parent / "data" / "tasks.jsonl"
 MODEL_FREE = ("safe", "minify", "dedup", "prune", "select")
@@ -42,25 +50,46 @@ def test_class_filter_and_cap() -> None:
     assert sorted({r.task_id for r in rows}) == ["deploy-01", "deploy-02"]
 
 
-def test_call_plan_counts() -> None:
+def distinct_answers(rows: list[Any], repeats: int) -> int:
+    """Answers a run asks per its design: per task and replicate the cleartext answer and
+    one second answer per distinct body (an arm that changes nothing shares the control's)."""
+    total = 0
+    for task_id in {r.task_id for r in rows}:
+        mine = [r for r in rows if r.task_id == task_id and r.arm != CLEARTEXT]
+        bodies = {r.body_json for r in mine if not r.unavailable}
+        clear = json.dumps(
+            next(t for t in _config().selected_tasks() if t.id == task_id).to_request(
+                model="local", max_tokens=512
+            ),
+            sort_keys=True,
+        )
+        total += repeats * (1 + len(bodies | {clear}))
+    return total
+
+
+def test_call_plan_counts(tmp_path: Path) -> None:
     n_arms = len(build_ladder(MODEL_FREE, (0.8, 0.5)))
-    metric = _config(repeats=3)
-    plan = call_plan(metric, dry_run_rows(metric))
-    assert plan.answer_calls == 4 * 3 * (2 + n_arms)
+    metric = _config(repeats=3, store=tmp_path)
+    rows = dry_run_rows(metric)
+    plan = call_plan(metric, rows)
+    assert plan.answer_calls == distinct_answers(rows, 3) < 4 * 3 * (2 + n_arms)
+    assert plan.new_answer_calls == plan.answer_calls  # nothing in the ledger yet
     assert plan.judge_calls == 0
     llm = _config(repeats=2, judge="llm", judge_both_orders=True, backend="anthropic")
+    llm = llm.model_copy(update={"store": tmp_path})
     plan = call_plan(llm, dry_run_rows(llm))
-    assert plan.judge_calls == 4 * 2 * (n_arms + 1) * 2
-    assert plan.cost_usd is not None and plan.cost_usd > 0
-    assert "claude-haiku-4-5" in plan.cost_note and "output tokens" in plan.cost_note
+    assert plan.judge_calls == 4 * 2 * (n_arms + 1) * 2  # no answer yet: the upper bound
+    assert plan.usd_upper is not None and plan.usd_upper > 0
+    note = cost_note(llm, plan)
+    assert "claude-haiku-4-5" in note and "max_tokens" in note
 
 
-def test_cost_notes_for_local_and_unknown_models() -> None:
-    local = _config(backend="local")
-    assert "$0" in call_plan(local, dry_run_rows(local)).cost_note
-    unknown = _config(backend="anthropic", model="some-future-model")
+def test_cost_notes_for_local_and_unknown_models(tmp_path: Path) -> None:
+    local = _config(backend="local", store=tmp_path)
+    assert "$0" in cost_note(local, call_plan(local, dry_run_rows(local)))
+    unknown = _config(backend="anthropic", model="some-future-model", store=tmp_path)
     plan = call_plan(unknown, dry_run_rows(unknown))
-    assert plan.cost_usd is None and "no price known" in plan.cost_note
+    assert plan.usd_upper is None and "no price known" in cost_note(unknown, plan)
 
 
 def test_totals_reduction_is_measured() -> None:
@@ -91,8 +120,7 @@ def test_dry_run_prints_and_survives_missing_llmlingua_model(
     lingua_rows = [r for r in rows if r.arm.startswith("llmlingua2")]
     assert lingua_rows and all(r.unavailable for r in lingua_rows)
     plan = call_plan(config, rows)
-    n_arms = len(build_ladder(MODEL_FREE, (0.8, 0.5)))
-    assert plan.answer_calls == 4 * config.repeats * (2 + n_arms)  # unavailable arms not counted
+    assert plan.answer_calls == distinct_answers(rows, config.repeats)  # unavailable: not counted
     assert Arm.parse("llmlingua2@0.5").key in {r.arm for r in lingua_rows}
 
 

@@ -8,10 +8,10 @@ and says what it chose and how to widen it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenlens.calibration.estimate import CallPlan, plan_calls
 from tokenlens.calibration.runner import NoProgress, Progress
 from tokenlens.calibration.runs import RunManifest, find_run, reopen_run, start_run
 from tokenlens.calibration.stages import (
@@ -19,15 +19,12 @@ from tokenlens.calibration.stages import (
     answer_model,
     build_judges,
     calibration_key,
-    plan_answers,
-    request_tokens,
     select_tasks,
 )
 from tokenlens.calibration.store import Store
 from tokenlens.config import DEFAULT_RATES, CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
-from tokenlens.pricing import cost_usd
 from tokenlens.tasks import CalibrationTask
 
 #: What an offline run measures when the user did not say (see module docstring).
@@ -135,68 +132,15 @@ def open_calibration(
     return cal, tasks
 
 
-@dataclass(frozen=True)
-class SpendEstimate:
-    """Before any call: how many calls are new, and an upper bound of what they cost."""
-
-    answer_calls: int
-    cached_answer_calls: int
-    judge_calls: int
-    usd_upper: float | None  # None when the model has no price (local, unknown model)
-
-    def describe(self) -> str:
-        money = (
-            "no per-token price (local model or unpriced)"
-            if self.usd_upper is None
-            else f"at most ${self.usd_upper:.4f} (every answer at max_tokens)"
-        )
-        return (
-            f"{self.answer_calls} new answer calls ({self.cached_answer_calls} already in the "
-            f"ledger), up to {self.judge_calls} judge calls; {money}"
-        )
-
-
-#: Judge prompt overhead (system + instructions), and a generous judge reply, in tokens.
-_JUDGE_OVERHEAD_TOKENS = 450
-_JUDGE_REPLY_TOKENS = 350
-
-
 def estimate_spend(
     cal: Calibration, tasks: list[CalibrationTask], compressions: list[dict[str, Any]]
-) -> SpendEstimate:
-    """Count missing calls and bound their price from token estimates."""
-    plan = plan_answers(cal, tasks, compressions)
-    client = cal.answer_client
-    unique = {client.key(r): r for r in plan.requests.values()}
-    missing = [r for k, r in unique.items() if k not in cal.ledger]
-    config = cal.config
-    batch = config.batch and cal.backend == "anthropic"
-    total: float | None = 0.0
-    for request in missing:
-        body = request.model_dump(mode="json", exclude_none=True)
-        cost = cost_usd(
-            request.model,
-            input_tokens=request_tokens(body),
-            output_tokens=request.max_tokens,
-            batch=batch,
-        )
-        total = None if cost is None or total is None else total + cost
-    judge_calls = 0
-    if any(name != "metric" for name in cal.judge_clients):
-        pairs = len(tasks) * config.repeats * (1 + len(cal.arms))
-        per_pair = 2 if config.judge_both_orders else 1
-        judge_calls = pairs * per_pair
-        if config.judge_twice:
-            judge_calls += len(tasks) * config.repeats * per_pair
-        judge_model = config.judge_model or cal.model
-        per_task_in = [
-            request_tokens(t.to_request(model=cal.model)) + _JUDGE_OVERHEAD_TOKENS for t in tasks
-        ]
-        mean_in = sum(per_task_in) / max(1, len(per_task_in)) + 2 * config.max_tokens
-        cost = cost_usd(
-            judge_model,
-            input_tokens=int(mean_in * judge_calls),
-            output_tokens=_JUDGE_REPLY_TOKENS * judge_calls,
-        )
-        total = None if cost is None or total is None else total + cost
-    return SpendEstimate(len(missing), len(unique) - len(missing), judge_calls, total)
+) -> CallPlan:
+    """The run's calls, what the ledger holds, and a price bound (`plan_calls`)."""
+    return plan_calls(
+        cal.config,
+        model=cal.model,
+        backend=cal.backend,
+        tasks=tasks,
+        compressions=compressions,
+        ledger=cal.ledger,
+    )

@@ -273,12 +273,24 @@ def plan_answers(
     cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
 ) -> AnswerPlan:
     """Build the request of every answer cell (see `tokenlens.calibration.cells`)."""
-    config = cal.config
+    return answer_requests(cal.config, cal.model, tasks, compressions)
+
+
+def measured_arms(config: CalibrationConfig, compressions: list[Row]) -> list[str]:
+    """The ladder's arm keys that could run here (an unavailable arm is not asked)."""
+    ladder = build_ladder(config.methods, config.rates)
+    return [arm.key for arm in ladder if not _never_ran(compressions, arm.key)]
+
+
+def answer_requests(
+    config: CalibrationConfig, model: str, tasks: list[CalibrationTask], compressions: list[Row]
+) -> AnswerPlan:
+    """The request of every answer cell of a run with `config` (its seed is the sample's)."""
     by_cell = {(r["task_id"], r["arm"]): r for r in compressions}
-    arm_keys = [arm.key for arm in cal.arms if not _never_ran(compressions, arm.key)]
+    arm_keys = measured_arms(config, compressions)
     requests: dict[AnswerCell, CompletionRequest] = {}
     blocked: dict[AnswerCell, str] = {}
-    bodies = {t.id: t.to_request(model=cal.model, max_tokens=config.max_tokens) for t in tasks}
+    bodies = {t.id: t.to_request(model=model, max_tokens=config.max_tokens) for t in tasks}
     for cell in answer_cells([t.id for t in tasks], [CONTROL, *arm_keys], config.repeats):
         body = bodies[cell.task_id]
         if cell.arm not in (CLEAR, CONTROL):
@@ -289,7 +301,7 @@ def plan_answers(
             body = json.loads(row["body_json"])
         requests[cell] = CompletionRequest.from_body(
             body,
-            model=cal.model,
+            model=model,
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             seed=sample_seed(config.seed, cell.replicate, cell.sample),
@@ -519,6 +531,15 @@ def _answer_problem(what: str, row: Row | None) -> str | None:
     return None
 
 
+def judge_salt(again: bool = False) -> str:
+    """The ledger salt of LLM judge calls: the judge prompt's version (and the second pass
+    of `--judge-twice`), so a new prompt never replays an old verdict."""
+    from tokenlens.judge import JUDGE_PROMPT_VERSION
+
+    salt = f"judge-prompt:{JUDGE_PROMPT_VERSION}"
+    return salt + "|pass:1" if again else salt
+
+
 class LedgerJudge:
     """A judge whose calls go through the ledger, salted with the judge prompt version.
 
@@ -547,7 +568,7 @@ def build_judges(
     on_call: Callable[[bool, Any], None] | None = None,
 ) -> dict[str, Any]:
     """The judges a run uses, by name; LLM judge calls go through the ledger."""
-    from tokenlens.judge import JUDGE_PROMPT_VERSION, LLMJudge, MetricJudge
+    from tokenlens.judge import LLMJudge, MetricJudge
 
     judges: dict[str, Any] = {}
     if config.judge in ("metric", "both"):
@@ -562,7 +583,7 @@ def build_judges(
             )
             return LLMJudge(client, judge_model)
 
-        llm = LedgerJudge(make, f"judge-prompt:{JUDGE_PROMPT_VERSION}")
+        llm = LedgerJudge(make, judge_salt())
         judges[llm.name] = llm
     return judges
 

@@ -51,16 +51,19 @@ def curve_records(curve: Curve) -> list[dict[str, Any]]:
     return records
 
 
+def spend_line(spend: SpendMeter) -> str:
+    """What the run paid: `0 new calls, $0 this run` when the ledger had everything."""
+    if spend.new_calls == 0:
+        return "0 new calls, $0 this run"
+    unpriced = f" ({spend.unpriced_calls} without a price)" if spend.unpriced_calls else ""
+    return f"{spend.new_calls} new calls, ${spend.spent:.4f} this run{unpriced}"
+
+
 def spend_text(spend: SpendMeter, estimate: str | None) -> str:
     lines = []
     if estimate:
-        lines.append(f"Estimate before calls: {estimate}.")
-    priced = f"${spend.spent:.4f}"
-    lines.append(
-        f"Spent this run: {priced} on {spend.new_calls} new calls"
-        + (f" ({spend.unpriced_calls} without a price)" if spend.unpriced_calls else "")
-        + "."
-    )
+        lines.append(f"Planned before any call: {estimate}.")
+    lines.append(f"Spent: {spend_line(spend)}.")
     if spend.max_spend is not None:
         lines.append(f"Max spend: ${spend.max_spend:.2f}.")
     return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""What a run will call and cost, before it calls anything: one function for the dry run,
+the flow's estimate line and the spend line, so the three say the same thing.
+
+Answers are counted as the sample stage will ask them: one request per distinct ledger
+key (an arm that leaves a body unchanged shares the control's answer), split into those
+already in the ledger and new ones. LLM judge calls are exact where both answers of a
+pair are already in the ledger (the judge request is then known and looked up too);
+where an answer is still to come, its pair's judge calls are counted as new: an upper
+bound. Money is an upper bound as well: every new answer at `max_tokens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tokenlens.calibration.cells import pair_cells
+from tokenlens.calibration.stages import (
+    Row,
+    answer_requests,
+    judge_salt,
+    measured_arms,
+    request_tokens,
+)
+from tokenlens.compress.arms import CONTROL
+from tokenlens.config import CalibrationConfig
+from tokenlens.ledger import Ledger, call_key
+from tokenlens.models.base import CompletionRequest
+from tokenlens.pricing import cost_usd
+from tokenlens.tasks import CalibrationTask
+
+#: Judge prompt overhead (system + instructions) and a generous judge reply, in tokens.
+JUDGE_OVERHEAD_TOKENS = 450
+JUDGE_REPLY_TOKENS = 350
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The calls a run needs, which of them the ledger already holds, and a price bound."""
+
+    answer_calls: int
+    cached_answer_calls: int
+    judge_calls: int
+    cached_judge_calls: int
+    usd_upper: float | None  # None: no per-token price (local model, unknown model)
+
+    @property
+    def new_answer_calls(self) -> int:
+        return self.answer_calls - self.cached_answer_calls
+
+    @property
+    def new_judge_calls(self) -> int:
+        return self.judge_calls - self.cached_judge_calls
+
+    @property
+    def new_calls(self) -> int:
+        return self.new_answer_calls + self.new_judge_calls
+
+    def describe(self) -> str:
+        """One line: `0 new calls, $0 (...)` when the ledger holds everything."""
+        held = f"{self.cached_answer_calls} answer"
+        if self.judge_calls:
+            held += f" and {self.cached_judge_calls} judge"
+        if self.new_calls == 0:
+            return f"0 new calls, $0 ({held} calls already in the ledger)"
+        judge = f", up to {self.new_judge_calls} new judge calls" if self.judge_calls else ""
+        money = (
+            "no per-token price (local model or unpriced)"
+            if self.usd_upper is None
+            else f"at most ${self.usd_upper:.4f} (every answer at max_tokens)"
+        )
+        return (
+            f"{self.new_answer_calls} new answer calls{judge} ({held} calls already in the "
+            f"ledger); {money}"
+        )
+
+
+def plan_calls(
+    config: CalibrationConfig,
+    *,
+    model: str,
+    backend: str,
+    tasks: list[CalibrationTask],
+    compressions: list[Row],
+    ledger: Ledger | None,
+) -> CallPlan:
+    """Count (and bound the price of) a run's answer and judge calls; see module docstring.
+
+    `config.seed` is the run's sample seed; `ledger` None counts everything as new.
+    """
+    from tokenlens.judge import build_judge_request, render_request_text, swap_for
+
+    held: Callable[[str], bool] = (lambda key: key in ledger) if ledger else (lambda key: False)
+    plan = answer_requests(config, model, tasks, compressions)
+    keys = {cell: call_key(backend, request) for cell, request in plan.requests.items()}
+    unique: dict[str, CompletionRequest] = {}
+    for cell, request in plan.requests.items():
+        unique.setdefault(keys[cell], request)
+    new_answers = [r for k, r in unique.items() if not held(k)]
+    batch = config.batch and backend == "anthropic"
+    total: float | None = 0.0
+    for request in new_answers:
+        body = request.model_dump(mode="json", exclude_none=True)
+        total = _add(total, request.model, request_tokens(body), request.max_tokens, batch)
+
+    judge_calls = cached_judges = 0
+    if config.judge in ("llm", "both"):
+        judge_model = config.judge_model or model
+        by_task = {t.id: t for t in tasks}
+        originals = {t.id: t.to_request(model=model, max_tokens=config.max_tokens) for t in tasks}
+        texts = {tid: render_request_text(body) for tid, body in originals.items()}
+        orders = 2 if config.judge_both_orders else 1
+        seen: set[str] = set()
+        pairs = pair_cells(
+            [t.id for t in tasks], [CONTROL, *measured_arms(config, compressions)], config.repeats
+        )
+        for pair in pairs:
+            if pair.second in plan.blocked:
+                continue  # the compressed answer cannot exist: the pair is an error row
+            passes = 2 if config.judge_twice and pair.arm == CONTROL else 1
+            first = ledger.get(keys[pair.baseline]) if ledger else None
+            second = ledger.get(keys[pair.second]) if ledger else None
+            new = 0
+            if first is None or second is None:  # an answer is still to come
+                new = passes * orders
+                judge_calls += new
+            else:  # both answers known: so is every judge request of the pair
+                case = pair.case_key
+                for judge_pass in range(passes):
+                    salt = judge_salt(again=judge_pass == 1)
+                    for clear_is_b in (swap_for(case), not swap_for(case))[:orders]:
+                        a, b = (
+                            (second.text, first.text) if clear_is_b else (first.text, second.text)
+                        )
+                        request = build_judge_request(
+                            texts[pair.task_id],
+                            by_task[pair.task_id].reference,
+                            a,
+                            b,
+                            model=judge_model,
+                        )
+                        key = call_key(backend, request, salt=salt)
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        judge_calls += 1
+                        if held(key):
+                            cached_judges += 1
+                        else:
+                            new += 1
+            if new:
+                judge_in = request_tokens(originals[pair.task_id]) + JUDGE_OVERHEAD_TOKENS
+                judge_in += 2 * config.max_tokens
+                for _ in range(new):
+                    total = _add(total, judge_model, judge_in, JUDGE_REPLY_TOKENS, batch)
+    if backend == "local":
+        total = None
+    return CallPlan(len(unique), len(unique) - len(new_answers), judge_calls, cached_judges, total)
+
+
+def _add(
+    total: float | None, model: str, input_tokens: int, output_tokens: int, batch: bool
+) -> float | None:
+    if total is None:
+        return None
+    cost = cost_usd(model, input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
+    return None if cost is None else total + cost
