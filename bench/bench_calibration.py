@@ -3,8 +3,10 @@
 The server answers every call after a fixed latency (default 200 ms). With `concurrency`
 workers the ideal wall time of the model calls is calls x latency / concurrency; what
 the flow adds on top is compression, Prefect bookkeeping, Parquet and fsync'd ledger
-writes. The second figure is a fully cached rerun (0 calls), i.e. the cost of "never pay
-twice" when nothing changed.
+writes. The second figure is a fully cached rerun (0 calls) in the same process, i.e. the
+cost of "never pay twice" when nothing changed; the third is the same no-op rerun as a
+user types it, `tokenlens calibrate ...` in a new process (start-up, imports and its
+temporary Prefect server included).
 
 Usage: .venv/bin/python bench/bench_calibration.py [--latency 0.2] [--concurrency 8]
 Prints figures; asserts nothing (timing goals are not tests).
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +42,7 @@ def main() -> None:
 
     from prefect import flow
 
-    from flows.calibrate import calibrate
+    from flows.calibrate import calibrate, flow_parameters
     from tokenlens.config import CalibrationConfig
     from tokenlens.testing import FakeAnthropic
 
@@ -66,16 +70,32 @@ def main() -> None:
             store=root / "store",
             reports=root / "reports",
         )
+        params = flow_parameters(config, fail_on_unresolved=False)
         started = time.perf_counter()
-        first = calibrate(config)
+        first = calibrate(**params)
         wall = time.perf_counter() - started
         calls = len(server.calls())
         ideal = calls * args.latency / args.concurrency
 
         started = time.perf_counter()
-        again = calibrate(config)
+        again = calibrate(**params)
         cached = time.perf_counter() - started
         rerun_calls = len(server.calls()) - calls
+
+        cli = [
+            sys.executable, "-m", "tokenlens", "calibrate", "--backend", "anthropic",
+            "--model", "claude-haiku-4-5", "--max-tasks-per-class", str(args.tasks_per_class),
+            "--methods", "safe,minify,dedup,prune,select", "--rates", "0.6",
+            "--repeats", str(args.repeats), "--judge", args.judge,
+            "--concurrency", str(args.concurrency), "--max-tokens", "1024",
+            "--store", str(root / "store"), "--reports", str(root / "reports"),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        started = time.perf_counter()
+        done = subprocess.run(cli, env=env, capture_output=True, text=True, check=False)
+        cli_wall = time.perf_counter() - started
+        cli_calls = len(server.calls()) - calls - rerun_calls
+        spend = [line for line in done.stdout.splitlines() if line.startswith("spend:")]
 
     print(
         f"calibration: {calls} calls at {1000 * args.latency:.0f} ms latency, "
@@ -85,6 +105,11 @@ def main() -> None:
     print(f"  ideal          {ideal:7.2f} s  (calls x latency / concurrency)")
     print(f"  overhead       {wall - ideal:7.2f} s  ({wall / ideal:.2f}x ideal)")
     print(f"cached rerun:    {cached:7.2f} s, {rerun_calls} calls, {again['new_calls']} new")
+    print(
+        f"CLI no-op rerun: {cli_wall:7.2f} s wall (new process + temporary Prefect server), "
+        f"{cli_calls} calls, exit {done.returncode}"
+    )
+    print(f"  {spend[0] if spend else done.stderr[-500:]}")
     print(f"policy: {first['policy_path']}")
 
 

@@ -26,6 +26,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
+from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
@@ -424,12 +425,16 @@ def run_calibration(
                 + ".",
                 file=sys.stderr,
             )
+    params = flow_parameters(
+        config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
+    )
     try:
-        result = calibrate(
-            **flow_parameters(
-                config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
-            )
-        )
+        with prefect_api():
+            for flow_run_id in mark_orphans_crashed(str(config.store)):
+                print(
+                    f"flow run {flow_run_id} marked Crashed: its process is gone", file=sys.stderr
+                )
+            result = calibrate(**params)
     except SpendLimitReached as exc:
         print(f"tokenlens: {exc}", file=sys.stderr)
         return exc.exit_code

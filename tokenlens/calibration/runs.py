@@ -15,8 +15,10 @@ so it pays only for the calls the interrupted run did not make.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +46,9 @@ class RunManifest(BaseModel):
     finished: datetime | None = None
     status: RunStatus = "running"
     flow_run_id: str | None = None
+    #: The process running it (and its host), so a later run can tell it was killed.
+    pid: int | None = None
+    host: str | None = None
     config: dict[str, Any]
 
     def calibration_config(self) -> CalibrationConfig:
@@ -131,7 +136,7 @@ def start_run(
     if flow_run_id is not None:
         for known in reversed(list_runs(store)):
             if known.flow_run_id == flow_run_id and known.calibration_id == calibration_id:
-                return reopen_run(store, known)
+                return reopen_run(store, known, flow_run_id)
     seed = fresh_seed() if fresh_sample else config.seed
     manifest = RunManifest(
         run_id=new_run_id(now),
@@ -140,6 +145,8 @@ def start_run(
         fresh_sample=fresh_sample,
         created=now or datetime.now(UTC),
         flow_run_id=flow_run_id,
+        pid=os.getpid(),
+        host=socket.gethostname(),
         config=config.model_copy(update={"seed": seed}).model_dump(mode="json"),
     )
     previous = [m for m in list_runs(store) if m.calibration_id == calibration_id]
@@ -149,9 +156,20 @@ def start_run(
     return manifest
 
 
-def reopen_run(store: str | Path, manifest: RunManifest) -> RunManifest:
-    """Mark a run running again (resume); its seed, config and tables are kept."""
-    reopened = manifest.model_copy(update={"status": "running", "finished": None})
+def reopen_run(
+    store: str | Path, manifest: RunManifest, flow_run_id: str | None = None
+) -> RunManifest:
+    """Mark a run running again (resume) in this process and flow run; its seed, config
+    and tables are kept."""
+    reopened = manifest.model_copy(
+        update={
+            "status": "running",
+            "finished": None,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "flow_run_id": flow_run_id or manifest.flow_run_id,
+        }
+    )
     write_manifest(store, reopened)
     return reopened
 

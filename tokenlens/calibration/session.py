@@ -105,7 +105,7 @@ def open_calibration(
                 f"run {manifest.run_id} cannot be resumed: its tasks or settings changed since "
                 f"(calibration {manifest.calibration_id}, now {calibration_id}); start a new run"
             )
-        manifest = reopen_run(config.store, manifest)
+        manifest = reopen_run(config.store, manifest, flow_run_id)
     else:
         manifest = start_run(
             config, calibration_id, fresh_sample=fresh_sample, flow_run_id=flow_run_id

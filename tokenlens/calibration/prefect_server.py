@@ -1,0 +1,156 @@
+"""The temporary Prefect API server of an in-process run, owned by this process.
+
+Without `PREFECT_API_URL`, Prefect starts its own temporary server as a child process and
+stops it at interpreter exit. A SIGKILLed `tokenlens calibrate` never reaches that exit:
+the server (~200 MB) stayed behind, and its flow run showed `Running` forever. So the CLI
+starts the same server itself (Prefect's `create_app` in ephemeral mode: API only, no UI,
+no background services, on uvicorn) as a child that the kernel terminates when this
+process dies (Linux `PR_SET_PDEATHSIG`; elsewhere it is stopped on every normal exit),
+and `mark_orphans_crashed` closes the flow runs whose process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+#: The kernel's prctl option that signals a child when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def ephemeral_app() -> Any:
+    """uvicorn factory: Prefect's API in ephemeral mode (no UI, no background services)."""
+    from prefect.server.api.server import create_app
+
+    return create_app(ephemeral=True, final=True)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(timeout_s: float) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the server as a child that dies with us; returns it and its API URL."""
+    import httpx
+
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "uvicorn",
+        "--factory", "tokenlens.calibration.prefect_server:ephemeral_app",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "error", "--lifespan", "on",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, preexec_fn=_die_with_parent)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the temporary Prefect server exited ({process.returncode})")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    stop_server(process)
+    raise RuntimeError(f"the temporary Prefect server did not answer within {timeout_s:.0f} s")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextlib.contextmanager
+def prefect_api(timeout_s: float | None = None) -> Iterator[str | None]:
+    """Use the configured Prefect API when there is one (yields None); else run a temporary
+    server for the duration (yields its URL). Prefect's settings point at it only inside
+    the block (the server's start-up wait: PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
+    )
+
+    if PREFECT_API_URL.value():
+        yield None
+        return
+    wait = timeout_s or float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    process, url = start_server(wait)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
+    finally:
+        stop_server(process)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_orphans_crashed(store: str) -> list[str]:
+    """Flow runs of this store's runs whose process died (SIGKILL, power loss) are set
+    Crashed, and their manifests `stopped`; returns the flow run ids marked.
+
+    Only runs started on this host are judged (a pid means nothing elsewhere)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Crashed
+
+    from tokenlens.calibration.runs import finish_run, list_runs
+
+    host = socket.gethostname()
+    marked: list[str] = []
+    for manifest in list_runs(store):
+        if manifest.status != "running" or manifest.pid is None or manifest.host != host:
+            continue
+        if manifest.pid == os.getpid() or process_alive(manifest.pid):
+            continue
+        finish_run(store, manifest, "stopped")
+        if manifest.flow_run_id is None:
+            continue
+        with get_client(sync_client=True) as client:
+            try:
+                flow_run = client.read_flow_run(manifest.flow_run_id)  # type: ignore[arg-type]
+            except ObjectNotFound:
+                continue
+            if flow_run.state is None or flow_run.state.is_final():
+                continue
+            client.set_flow_run_state(
+                flow_run.id,
+                Crashed(
+                    message=f"process {manifest.pid} running calibration run "
+                    f"{manifest.run_id} is gone (killed?); resume it with "
+                    f"`tokenlens calibrate --resume {manifest.run_id}`"
+                ),
+                force=True,
+            )
+            marked.append(str(flow_run.id))
+    return marked
