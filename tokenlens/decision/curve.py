@@ -140,13 +140,13 @@ def _floor_split(df: pd.DataFrame, floor: float) -> Any:
     )
 
 
-def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int) -> Estimate:
+def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: float) -> Estimate:
     counts = pairs.counts(n)
     keep = counts > 0
     return ratio_estimate(
         pairs.per_task(pairs.comp, n)[keep],
         pairs.per_task(pairs.reference, n)[keep],
-        confidence=1 - 2 * ALPHA,  # both ends are one-sided (1 - ALPHA) bounds
+        confidence=1 - 2 * alpha,  # both ends are one-sided (1 - alpha) bounds
         method=method,
         seed=seed,
     )
@@ -169,6 +169,7 @@ def _class_rows(
     judge: str,
     method: IntervalMethod,
     seed: int,
+    alpha: float,
 ) -> list[dict[str, Any]]:
     grades = ClassGrades.of(df)
     n = len(grades.tasks)
@@ -223,7 +224,7 @@ def _class_rows(
             continue
         n_arm = int((pairs.counts(n) > 0).sum())
         cap_mean = float(pairs.capped.mean()) if pairs.n_pairs else math.nan
-        est = _pooled(pairs, n, method, seed) if pairs.n_pairs else None
+        est = _pooled(pairs, n, method, seed, alpha) if pairs.n_pairs else None
         low = None if est is None else est.low
         sp = None
         if est is not None and not math.isnan(est.mean):
@@ -291,13 +292,18 @@ def aggregate(
     seed: int = 0,
     interval_method: IntervalMethod = "cluster_t",
     pooled: bool = True,
+    alpha: float = ALPHA,
 ) -> Curve:
     """Grades (columns of `tables.GRADES`) -> per-class x arm curve, walked and marked.
 
     Rows with an error or a missing grade are counted in `n_errors`, never scored;
     a cleartext grade of 0 is counted in `n_broken` and left out of retention.
+    `alpha` is the one-sided error of the bounds; the sequential design spends a share
+    of the 5 % at each look (`tokenlens.decision.sequential`).
     """
     mode = check_mode(mode)
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     if not 0.0 < tolerance <= 1.0:
         raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
     df, judge_name = pick_judge(prepare(grades), judge)
@@ -307,6 +313,7 @@ def aggregate(
         "judge": judge_name,
         "method": interval_method,
         "seed": seed,
+        "alpha": alpha,
     }
     rows: list[dict[str, Any]] = []
     for task_class, class_df in df.groupby("task_class", sort=True):
