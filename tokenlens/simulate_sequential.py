@@ -124,13 +124,3 @@ def lone_arm_worlds(base: Scenario, truths: Sequence[float]) -> list[Scenario]:
         )
         for t in truths
     ]
-
-
-__all__ = [
-    "CONTROL",
-    "DesignTally",
-    "calls_for_cells",
-    "compare",
-    "lone_arm_worlds",
-    "table_oracle",
-]
