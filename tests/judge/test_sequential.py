@@ -19,7 +19,7 @@ from tokenlens.decision.sequential import (
     run_sequential,
     schedule,
 )
-from tokenlens.decision.spending import nominal_alphas
+from tokenlens.decision.spending import nominal_alphas, obrien_fleming_spent
 from tokenlens.simulate import DEFAULT_SCENARIOS, SimArm
 from tokenlens.simulate_sequential import compare
 from tokenlens.stats import Spread
@@ -27,9 +27,11 @@ from tokenlens.stats import Spread
 
 def test_one_look_spends_all_and_obrien_fleming_keeps_most_for_the_last() -> None:
     assert nominal_alphas([1.0], 0.05) == [pytest.approx(0.05)]
-    early, late = nominal_alphas([0.5, 1.0], 0.05)
+    early, late = nominal_alphas([0.5, 1.0], 0.05, obrien_fleming_spent)
     assert early == pytest.approx(0.0056, abs=3e-4)  # textbook OBF boundary z = 2.54
     assert late == pytest.approx(0.048, abs=1e-3)
+    early, late = nominal_alphas([0.5, 1.0], 0.05)  # the default: power family, rho 1.5
+    assert 0.0056 < early < 0.05 * 0.5**1.5 + 1e-9 and late < 0.05
 
 
 def test_the_spent_error_over_correlated_looks_is_at_most_alpha() -> None:
@@ -111,8 +113,8 @@ def test_clear_arms_stop_early_beyond_the_failure_is_never_sampled() -> None:
     def pairs_of(arm: str) -> int:
         return sum(c.arm == arm for c in log)
 
-    # Beyond the failure settled at the first look: nothing after round 1 (fixed: 120 pairs).
-    assert pairs_of("select@0.4") == 10
+    # Beyond a settled failure: never paid for (the fixed design pays 120 pairs for it).
+    assert pairs_of("select@0.4") == 0
     assert tasks_of("prune@0.6") == 10  # failed at the first look
     assert pairs_of("safe") < pairs_of("prune@0.8")  # the clear arm stopped first
     assert tasks_of("prune@0.8") > tasks_of("prune@0.6")  # the borderline one got more tasks

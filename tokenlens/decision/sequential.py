@@ -9,6 +9,9 @@ after each round asks the same `aggregate` the fixed design uses:
   it can only make fewer arms hold, so it costs no error), and arms beyond it on the
   ladder are never sampled — the walk would ignore them anyway;
 * undecided arms get more **tasks** first, then more repeats (tasks buy more per call);
+* only the first `lookahead` open arms of the ladder are sampled at a time: a later arm
+  can matter only if the ones before it hold, so it waits until they do. Each arm has
+  its own looks (and spends its own error); the control follows the furthest arm;
 * a class stops when it has no undecided arm, when its control shows it unmeasurable, or
   when its schedule (task pool, then `max_repeats`) runs out.
 
@@ -26,10 +29,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tokenlens.compress.arms import CONTROL
-from tokenlens.decision.curve import ALPHA, Curve, aggregate
+from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.decision.curve import ALL_CLASSES, ALPHA, Curve, aggregate
 from tokenlens.decision.evidence import tasks_for_provisional
 from tokenlens.decision.grades import Mode
+from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.decision.planner import ASSUMED_SPREAD
 from tokenlens.decision.spending import nominal_alphas
 from tokenlens.stats import Spread
@@ -37,6 +41,9 @@ from tokenlens.tables import CURVE
 
 #: Fewest tasks before a futility stop may end an arm (a t bound on 2-3 tasks is wild).
 MIN_TASKS_FOR_FUTILITY = 5
+#: One-sided error of the futility bound. Stopping a hopeless arm never makes an arm hold,
+#: so it spends none of the 5 %; it only costs power, at most this much per arm.
+FUTILITY_ALPHA = 0.05
 
 
 @dataclass(frozen=True, order=True)
@@ -70,7 +77,10 @@ class SequentialSettings:
     max_repeats: int = 3
     #: Tasks in the first round; default half of what a ? needs (at least 5).
     first_tasks: int | None = None
-    max_rounds: int = 12
+    max_rounds: int = 40
+    #: Open arms sampled at once, in ladder order. Later arms matter only if these hold
+    #: (the walk stops at the first failure), so they wait: that is most of the saving.
+    lookahead: int = 2
     judge: str | None = None
     spread: Spread = ASSUMED_SPREAD
 
@@ -134,12 +144,15 @@ class _ClassState:
     plan: ClassPlan
     points: list[tuple[int, int]]
     alphas: list[float]
-    look: int = 0
+    lookahead: int
+    looks: dict[str, int] = field(default_factory=dict)  # arm -> its next look (started arms)
     settled: dict[str, str] = field(default_factory=dict)
     done: bool = False
+    unmeasurable: bool = False
 
-    def active_arms(self) -> list[str]:
-        """Unsettled arms up to the first settled failure of the ladder."""
+    def frontier(self) -> list[str]:
+        """Open arms to sample now: in ladder order, past held ones, up to the first
+        failure, at most `lookahead` of them."""
         out: list[str] = []
         for arm in self.plan.arms:
             status = self.settled.get(arm)
@@ -147,6 +160,8 @@ class _ClassState:
                 break
             if status is None:
                 out.append(arm)
+                if len(out) == self.lookahead:
+                    break
         return out
 
     def statuses(self) -> dict[str, str]:
@@ -158,51 +173,70 @@ class _ClassState:
             beyond = beyond or status == "failed"
         return out
 
+    def point(self, arm: str) -> tuple[int, int]:
+        return self.points[self.looks.get(arm, 0)]
 
-def _requests(state: _ClassState, asked: set[Cell]) -> list[Cell]:
-    n, r = state.points[state.look]
+    def last_look(self, arm: str) -> bool:
+        return self.looks.get(arm, 0) == len(self.points) - 1
+
+    def alpha(self, arm: str) -> float:
+        return self.alphas[self.looks.get(arm, 0)]
+
+    def final_alpha(self, arm: str, default: float) -> float:
+        """The error of the last look this arm reached (what its final bound is read at)."""
+        spent = [a for a in self.alphas[: self.looks.get(arm, 0) + 1] if a > 0]
+        return spent[-1] if spent else default if arm not in self.looks else 0.0
+
+
+def _requests(state: _ClassState, arms: Sequence[str], asked: set[Cell]) -> list[Cell]:
     name = state.plan.task_class
-    cells = [
-        Cell(name, arm, task, rep)
-        for arm in (CONTROL, *state.active_arms())
-        for task in state.plan.tasks[:n]
-        for rep in range(r)
-    ]
+    points = [state.point(arm) for arm in arms]
+    control = (max(p[0] for p in points), max(p[1] for p in points))
+    cells: list[Cell] = []
+    for arm, (n, r) in [(CONTROL, control), *zip(arms, points, strict=True)]:
+        cells.extend(
+            Cell(name, arm, task, rep) for task in state.plan.tasks[:n] for rep in range(r)
+        )
     return [c for c in cells if c not in asked]
 
 
-def _settle(state: _ClassState, curve: Curve, settings: SequentialSettings) -> None:
-    rows = curve.rows(state.plan.task_class).set_index("arm")
-    last = state.look == len(state.points) - 1
-    if (rows["status"] == "unmeasurable").any():
-        floor_low = rows.at[CONTROL, "noise_floor_low"] if CONTROL in rows.index else math.nan
-        if not pd.isna(floor_low) or last:
-            state.done = True  # the control is shown too noisy: more rounds cannot fix it
+def _settle_arms(
+    state: _ClassState, arms: Sequence[str], grades: pd.DataFrame, settings: SequentialSettings
+) -> None:
+    """Read each sampled arm at its own look; settle what is clear; move the rest on."""
+    curves = {a: _aggregate(grades, settings, a) for a in {state.alpha(arm) for arm in arms}}
+    futility = _aggregate(grades, settings, FUTILITY_ALPHA)
+    upper = futility.rows(state.plan.task_class).set_index("arm")["retention_high"]
+    status = futility.rows(state.plan.task_class).set_index("arm")["status"]
+    if (status == "unmeasurable").any():
+        ctrl = futility.rows(state.plan.task_class).set_index("arm")
+        low = ctrl.at[CONTROL, "noise_floor_low"] if CONTROL in ctrl.index else math.nan
+        if not pd.isna(low) or all(state.last_look(a) for a in arms):
+            state.done = state.unmeasurable = True  # more rounds cannot quiet the control
             return
-    for arm in state.active_arms():
+    for arm in arms:
+        rows = curves[state.alpha(arm)].rows(state.plan.task_class).set_index("arm")
         if arm not in rows.index:
             continue
         row = rows.loc[arm]
-        high = row["retention_high"]
-        if row["status"] in ("no_savings", "not_measured"):
-            continue
+        high = upper.get(arm)
         if bool(row["passes"]):
             state.settled[arm] = "held"
         elif (
             int(row["n_tasks"]) >= MIN_TASKS_FOR_FUTILITY
+            and high is not None
             and not pd.isna(high)
             and float(high) < settings.tolerance
-        ):
+        ) or state.last_look(arm):
             state.settled[arm] = "failed"
+        elif row["status"] in ("no_savings", "not_measured") and state.last_look(arm):
+            state.settled[arm] = "held"  # skipped by the walk; lets later arms be sampled
+        else:
+            state.looks[arm] = state.looks.get(arm, 0) + 1
+        if state.settled.get(arm) == "failed":
             break
-    if last:
-        for arm in state.active_arms():
-            state.settled[arm] = "failed"
-            break
-    if last or not state.active_arms():
+    if not state.frontier():
         state.done = True
-    else:
-        state.look += 1
 
 
 def _aggregate(grades: pd.DataFrame, settings: SequentialSettings, alpha: float) -> Curve:
@@ -230,36 +264,67 @@ def run_sequential(
     for plan in plans:
         points = schedule(len(plan.tasks), need, first, settings.max_repeats)
         alphas = look_alphas(points, need, settings.alpha, settings.spread)
-        states[plan.task_class] = _ClassState(plan, points, alphas)
+        states[plan.task_class] = _ClassState(plan, points, alphas, settings.lookahead)
     frames: list[pd.DataFrame] = []
     asked: set[Cell] = set()
     rounds: list[RoundSummary] = []
     for number in range(1, settings.max_rounds + 1):
-        open_states = [s for s in states.values() if not s.done]
-        if not open_states:
+        work = {n: s.frontier() for n, s in states.items() if not s.done}
+        work = {n: arms for n, arms in work.items() if arms}
+        if not work:
             break
-        cells = [c for s in open_states for c in _requests(s, asked)]
+        for name, arms in work.items():
+            for arm in arms:
+                states[name].looks.setdefault(arm, 0)
+        cells = [c for n, arms in work.items() for c in _requests(states[n], arms, asked)]
         if cells:
             frames.append(oracle(cells))
             asked.update(cells)
         grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        for state in open_states:
-            mine = grades[grades["task_class"] == state.plan.task_class] if len(grades) else grades
+        for name, arms in work.items():
+            mine = grades[grades["task_class"] == name] if len(grades) else grades
             if mine.empty:
-                state.done = True
+                states[name].done = True
                 continue
-            _settle(state, _aggregate(mine, settings, state.alphas[state.look]), settings)
+            _settle_arms(states[name], arms, mine, settings)
         summary = RoundSummary(
             number,
             len(cells),
-            {s.plan.task_class: s.points[min(s.look, len(s.points) - 1)] for s in states.values()},
-            {name: s.statuses() for name, s in states.items()},
+            {n: max((s.point(a) for a in s.looks), default=s.points[0]) for n, s in states.items()},
+            {n: s.statuses() for n, s in states.items()},
         )
         rounds.append(summary)
         if on_round is not None:
             on_round(summary)
     grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return _finish(grades, states, settings, rounds, len(asked))
+
+
+def _final_class_table(
+    grades: pd.DataFrame, state: _ClassState, settings: SequentialSettings
+) -> tuple[pd.DataFrame, float]:
+    """Each arm read at its own last look's error, then walked again as one ladder."""
+    arms = [a for a in state.plan.arms if a in set(grades["arm"])]
+    alphas = {arm: state.final_alpha(arm, settings.alpha) for arm in arms}
+    curves = {a: _aggregate(grades, settings, a).table for a in set(alphas.values()) | {0.0}}
+    base = curves[0.0]
+    rows = [base[base["arm"] == CONTROL]]
+    for arm in arms:
+        table = curves[alphas[arm]]
+        rows.append(table[table["arm"] == arm])
+    table = pd.concat(rows, ignore_index=True)
+    keep = ("no_savings", "not_measured", "unmeasurable", "too_few_tasks", "control")
+    walk = walk_ladder(
+        Rung(str(r.arm), float(r.reduction), bool(r.passes), Arm.parse(str(r.arm)).ladder_rank)
+        for r in table.itertuples()
+        if r.arm != CONTROL and r.status not in keep
+    )
+    statuses = [
+        s if s in keep else walk.statuses.get(a, s)
+        for a, s in zip(table["arm"], table["status"], strict=True)
+    ]
+    table = table.assign(status=statuses, chosen=table["arm"] == walk.chosen)
+    return table, max(alphas.values(), default=settings.alpha)
 
 
 def _finish(
@@ -269,7 +334,7 @@ def _finish(
     rounds: list[RoundSummary],
     cells: int,
 ) -> SequentialResult:
-    """The final curve: each class at its last look's error, plus the pooled default."""
+    """The final curve: each arm at its last look's error, plus the pooled default."""
     tables: list[pd.DataFrame] = []
     final_alpha: dict[str, float] = {}
     judge = settings.judge or ""
@@ -277,22 +342,18 @@ def _finish(
         mine = grades[grades["task_class"] == name] if len(grades) else grades
         if mine.empty:
             continue
-        spent = [a for a in state.alphas[: state.look + 1] if a > 0]
-        alpha = spent[-1] if spent else settings.alpha
-        final_alpha[name] = alpha
-        curve = _aggregate(mine, settings, alpha)
-        judge = curve.judge
-        tables.append(curve.table)
+        table, final_alpha[name] = _final_class_table(mine, state, settings)
+        judge = str(table["judge"].iloc[0])
+        tables.append(table)
     if len(grades):
         pooled = aggregate(
             grades,
             tolerance=settings.tolerance,
             mode=settings.mode,
             judge=settings.judge,
-            alpha=min(final_alpha.values(), default=settings.alpha),
+            alpha=min(final_alpha.values(), default=settings.alpha) or settings.alpha,
         )
-        judge = pooled.judge
-        tables.append(pooled.table[pooled.table["task_class"] == "__all__"])
+        tables.append(pooled.table[pooled.table["task_class"] == ALL_CLASSES])
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=CURVE.names)
     curve = Curve(table, settings.tolerance, settings.mode, judge)
     return SequentialResult(grades, curve, rounds, cells, final_alpha)

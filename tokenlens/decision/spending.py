@@ -17,7 +17,7 @@ correlated as corr(Z_i, Z_j) = sqrt(t_i / t_j); the boundaries use that joint no
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import optimize
@@ -25,6 +25,16 @@ from scipy.stats import multivariate_normal, norm
 
 #: A boundary that spends nothing (z this high is never crossed in practice).
 NEVER = 8.0
+
+
+def power_spent(t: float, alpha: float, rho: float = 1.5) -> float:
+    """Cumulative one-sided error spent by fraction t (Kim-DeMets power family, alpha t^rho).
+
+    rho = 1.5 spends more early than O'Brien-Fleming (so clear arms stop sooner) and keeps
+    most of the error for the last look (so borderline arms keep their power)."""
+    if t <= 0:
+        return 0.0
+    return float(alpha * min(t, 1.0) ** rho)
 
 
 def obrien_fleming_spent(t: float, alpha: float) -> float:
@@ -44,11 +54,15 @@ def _below_all(bounds: Sequence[float], corr: np.ndarray) -> float:
     return float(multivariate_normal(mean=np.zeros(len(bounds)), cov=corr).cdf(np.array(bounds)))
 
 
-def nominal_alphas(fractions: Sequence[float], alpha: float) -> list[float]:
+def nominal_alphas(
+    fractions: Sequence[float], alpha: float, spent: Callable[[float, float], float] | None = None
+) -> list[float]:
     """Each look's one-sided nominal error, for looks at increasing information fractions.
 
     The last fraction is the final look (normally 1.0). Returns 1 - Phi(boundary_k).
+    `spent` is the spending function (default: the power family, rho 1.5).
     """
+    spent = spent or power_spent
     t = np.asarray(fractions, dtype=float)
     if t.size == 0:
         return []
@@ -59,7 +73,7 @@ def nominal_alphas(fractions: Sequence[float], alpha: float) -> list[float]:
     bounds: list[float] = []
     spent_before = 0.0
     for k in range(t.size):
-        spend = obrien_fleming_spent(float(t[k]), alpha) - spent_before
+        spend = spent(float(t[k]), alpha) - spent_before
         spent_before += max(spend, 0.0)
         if spend <= 1e-12:
             bounds.append(NEVER)
