@@ -8,7 +8,7 @@ The rules, in the order they apply to each task class:
    coin there — or when the floor reaches the tolerance itself (the bar
    `tolerance - floor` would be 0 or negative and any arm would "hold").
 2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
-   pooled retention (see `tokenlens.stats`) reaches the tolerance and the class has the
+   per-task retention (see `tokenlens.stats`) reaches the tolerance and the class has the
    tasks the minimum-evidence rule asks for (`tokenlens.decision.evidence`).
    `mean` mode is the seed's rule: capped mean >= tolerance - floor.
 3. The walk (`tokenlens.decision.ladder`) goes from the gentlest arm and stops at the
@@ -141,15 +141,23 @@ def _floor_split(df: pd.DataFrame, floor: float) -> Any:
 
 
 def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: float) -> Estimate:
-    counts = pairs.counts(n)
-    keep = counts > 0
+    """Mean over tasks of each task's own retention (its compressed grades over its
+    uncompressed readings), with a t bound over tasks. Every task counts once, so harm
+    concentrated on hard, low-scoring tasks is not diluted by easy ones."""
+    ratios = _task_ratios(pairs, n)
     return ratio_estimate(
-        pairs.per_task(pairs.comp, n)[keep],
-        pairs.per_task(pairs.reference, n)[keep],
+        ratios,
+        np.ones_like(ratios),
         confidence=1 - 2 * alpha,  # both ends are one-sided (1 - alpha) bounds
         method=method,
         seed=seed,
     )
+
+
+def _task_ratios(pairs: ArmPairs, n: int) -> np.ndarray:
+    reference = pairs.per_task(pairs.reference, n)
+    keep = (pairs.counts(n) > 0) & (reference > 0)
+    return np.asarray(pairs.per_task(pairs.comp, n)[keep] / reference[keep], dtype=float)
 
 
 def _worst(pairs: ArmPairs, n: int) -> float:
@@ -228,7 +236,10 @@ def _class_rows(
         low = None if est is None else est.low
         sp = None
         if est is not None and not math.isnan(est.mean):
-            sp = spread(pairs.comp, pairs.reference, pairs.task, est.mean)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cell = pairs.comp / pairs.reference
+            ok = np.isfinite(cell)
+            sp = spread(cell[ok], np.ones(int(ok.sum())), pairs.task[ok], est.mean)
         if mode == "interval":
             enough = n_arm >= need_provisional
             passes = measurable and enough and low is not None and low >= tolerance - _EPS
