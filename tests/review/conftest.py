@@ -248,3 +248,15 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def numbers_in(text: str) -> set[str]:
     return set(re.findall(r"\d+(?:\.\d+)?", text))
+
+
+@pytest.fixture
+def run_copy(loopback_run: LoopbackRun, tmp_path: Path) -> LoopbackRun:
+    """The finished calibration copied for one test, so each review starts from nothing."""
+    root = tmp_path / "copy"
+    shutil.copytree(loopback_run.config.store, root / "store")
+    shutil.copytree(loopback_run.config.reports, root / "reports")
+    config = loopback_run.config.model_copy(
+        update={"store": root / "store", "reports": root / "reports"}
+    )
+    return LoopbackRun(config, loopback_run.run_id)

@@ -27,9 +27,28 @@ from .conftest import LoopbackRun, ThreadServer
 CONTENT_IDS = ("request", "reference", "answer-a", "answer-b", "instructions")
 #: Words that would tell a reviewer where an answer came from or what the judge said.
 TELLING_WORDS = (
-    "arm", "arms", "rate", "rates", "control", "clear", "cleartext", "compressed",
-    "compression", "shortened", "prune", "safe", "minify", "dedup", "select", "llmlingua2",
-    "retention", "metric", "claude-haiku-4-5", "grade_clear", "grade_comp", "noise",
+    "arm",
+    "arms",
+    "rate",
+    "rates",
+    "control",
+    "clear",
+    "cleartext",
+    "compressed",
+    "compression",
+    "shortened",
+    "prune",
+    "safe",
+    "minify",
+    "dedup",
+    "select",
+    "llmlingua2",
+    "retention",
+    "metric",
+    "claude-haiku-4-5",
+    "grade_clear",
+    "grade_comp",
+    "noise",
 )
 
 CHROME_JS = """(() => {
@@ -60,10 +79,14 @@ def expected_view(review: Review, case: ReviewCase) -> tuple[str, str]:
     return (second, clear) if swap_for(key) else (clear, second)
 
 
-def assert_blind(browser: Any, review: Review, case: ReviewCase, graded: int, prompts: list[str]) -> None:
+def assert_blind(
+    browser: Any, review: Review, case: ReviewCase, graded: int, prompts: list[str]
+) -> None:
     blind: BlindCase = blind_case(review.run, review.sample, case)
     # The content is the judge's view, verbatim, in the judge's own order ...
-    shown = {i: browser.evaluate(f"document.getElementById('{i}').textContent") for i in CONTENT_IDS}
+    shown = {
+        i: browser.evaluate(f"document.getElementById('{i}').textContent") for i in CONTENT_IDS
+    }
     answer_a, answer_b = expected_view(review, case)
     assert (shown["answer-a"], shown["answer-b"]) == (answer_a, answer_b)
     assert shown["request"] == blind.request and shown["reference"] == blind.reference
@@ -89,8 +112,9 @@ def assert_blind(browser: Any, review: Review, case: ReviewCase, graded: int, pr
 
 
 def test_scripted_reviewer_grades_blind_and_resumes(
-    loopback_run: LoopbackRun, browser: Any, tmp_path: Path
+    run_copy: LoopbackRun, browser: Any, tmp_path: Path
 ) -> None:
+    loopback_run = run_copy
     review = open_review(loopback_run.store, loopback_run.run_id, tasks=None, size=10)
     cases = review.sample.cases
     assert len(cases) == 10

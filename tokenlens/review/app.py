@@ -95,6 +95,16 @@ def parse_grade(form: dict[str, list[str]], side: str) -> int | None:
     return value
 
 
+async def _read_form(request: Request) -> bytes:
+    """The body, read no further than `_MAX_FORM_BYTES` (a grade form is tiny)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM_BYTES:
+            raise BadInput(413, f"form of more than {_MAX_FORM_BYTES} bytes; a grade form is tiny")
+    return bytes(body)
+
+
 def create_app(review: Review) -> Starlette:
     env = _environment()
     script = files("tokenlens.review").joinpath("templates/review.js").read_text("utf-8")
@@ -191,9 +201,7 @@ def create_app(review: Review) -> Starlette:
                 "application/x-www-form-urlencoded"
             ):
                 raise BadInput(415, "send the grades as a form (application/x-www-form-urlencoded)")
-            body = await request.body()
-            if len(body) > _MAX_FORM_BYTES:
-                raise BadInput(413, f"form of {len(body)} bytes; at most {_MAX_FORM_BYTES}")
+            body = await _read_form(request)
             form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         except BadInput as exc:
             return error_page(exc)
