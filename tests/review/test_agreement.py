@@ -183,3 +183,24 @@ def test_cant_tell_is_missing_not_zero() -> None:
     assert figures.cant_tell == 6
     assert figures.overall is not None and figures.overall.alpha.value == pytest.approx(1.0)
     assert figures.overall.decisions.n == 6  # a pair with one can't tell cannot be decided
+
+
+def test_bootstrap_replicates_equal_alpha_of_the_resampled_cases() -> None:
+    """The vectorised replicates are exactly alpha recomputed on each resample of cases."""
+    rng = np.random.default_rng(11)
+    judge = rng.integers(0, 101, 40).astype(float)
+    other = np.where(rng.random(40) < 0.2, NAN, judge + rng.normal(0, 20, 40))
+    matrix, cases = np.vstack([judge, other]), np.arange(40) // 2
+    found = bootstrap_alpha(matrix, cases, n_boot=300, seed=5)
+    keep = ~np.isnan(other)
+    kept, kept_cases = matrix[:, keep], cases[keep]
+    ids = np.unique(kept_cases)
+    picks = np.random.default_rng(5).integers(0, ids.size, (300, ids.size))
+    draws = [
+        krippendorff_alpha(
+            kept[:, np.concatenate([np.flatnonzero(kept_cases == ids[i]) for i in row])]
+        )
+        for row in picks
+    ]
+    low, high = np.quantile(draws, [0.025, 0.975])
+    assert (found.low, found.high) == pytest.approx((low, high), abs=1e-9)

@@ -8,7 +8,7 @@ judge's 0-100 scale, where being 5 points apart matters less than 50. Its ordina
 is reported next to it because a person and a judge can rank answers alike while using the
 scale differently (one grades harshly); a large gap between the two says exactly that.
 
-The interval is a percentile bootstrap over *cases*: the two answers of a pair share a
+The interval (interval level) is a percentile bootstrap over *cases*: the two answers of a pair share a
 request and a reference, so they are resampled together, never as independent units.
 """
 
@@ -93,7 +93,25 @@ class Estimate:
     def text(self) -> str:
         if not self.defined:
             return f"n/a ({self.n_cases} cases)"
+        if math.isnan(self.low):
+            return f"{self.value:.2f} (no interval; {self.n_cases} cases)"
         return f"{self.value:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.n_cases} cases)"
+
+
+def _case_sums(matrix: np.ndarray, case_of: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per case: [sum of within-unit disagreement, pairable values, sum x, sum x^2].
+
+    Alpha's observed and expected disagreement are built from these sums alone (see
+    `krippendorff_alpha`), so a bootstrap replicate is a weighted sum over cases.
+    """
+    counts = (~np.isnan(matrix)).sum(axis=0)
+    s1 = np.nansum(matrix, axis=0)
+    s2 = np.nansum(matrix * matrix, axis=0)
+    within = (2 * counts * s2 - 2 * s1 * s1) / (counts - 1)
+    index = np.searchsorted(ids, case_of)
+    return np.stack(
+        [np.bincount(index, weights=w, minlength=ids.size) for w in (within, counts, s1, s2)]
+    )
 
 
 def bootstrap_alpha(
@@ -104,7 +122,13 @@ def bootstrap_alpha(
     n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> Estimate:
-    """Alpha and its percentile interval, resampling whole cases (`cases[u]` = case of unit u)."""
+    """Alpha and its percentile interval, resampling whole cases (`cases[u]` = case of unit u).
+
+    Interval level only gets an interval: there alpha is a function of per-case sums, so
+    the replicates are exact and vectorised. Ordinal alpha re-ranks the values of every
+    replicate, which would cost a loop per replicate; it is reported as a point estimate
+    (low/high NaN) next to the interval figure.
+    """
     matrix = np.asarray(data, dtype=float)
     case_of = np.asarray(cases)
     if case_of.shape != (matrix.shape[1],):
@@ -113,15 +137,17 @@ def bootstrap_alpha(
     matrix, case_of = matrix[:, pairable], case_of[pairable]
     ids = np.unique(case_of)
     value = krippendorff_alpha(matrix, level)
-    if not math.isfinite(value) or ids.size < 2:
+    if level != "interval" or not math.isfinite(value) or ids.size < 2:
         return Estimate(value, math.nan, math.nan, int(ids.size), int(matrix.shape[1]))
-    columns = [np.flatnonzero(case_of == i) for i in ids]
+    sums = _case_sums(matrix, case_of, ids)
     rng = np.random.default_rng(seed)
-    draws = np.empty(n_boot)
-    for b in range(n_boot):
-        pick = rng.integers(0, ids.size, ids.size)
-        draws[b] = krippendorff_alpha(matrix[:, np.concatenate([columns[i] for i in pick])], level)
-    draws = draws[~np.isnan(draws)]
+    picks = rng.integers(0, ids.size, (n_boot, ids.size))
+    weights = np.stack([np.bincount(row, minlength=ids.size) for row in picks]).astype(float)
+    within, n, t1, t2 = sums @ weights.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (2 * n * t2 - 2 * t1 * t1) / (n * (n - 1))
+        draws = 1.0 - (within / n) / expected
+    draws = draws[np.isfinite(draws) & (expected > 1e-12)]
     tail = (1 - CONFIDENCE) / 2
     low, high = np.quantile(draws, [tail, 1 - tail]) if draws.size else (math.nan, math.nan)
     return Estimate(value, float(low), float(high), int(ids.size), int(matrix.shape[1]))
