@@ -125,6 +125,6 @@ def test_references_must_be_the_ones_the_run_measured(
     edited.write_text(
         "\n".join(line.replace('"reference": "', '"reference": "X', 1) for line in lines)
     )
-    with pytest.raises(TokenLensError, match="differs from the one the run measured.*--tasks"):
+    with pytest.raises(TokenLensError, match=r"differs from the one the run measured.*--tasks"):
         open_review(run_copy.store, run_copy.run_id, tasks=edited, size=4)
     assert not ReviewStore(run_copy.store, run_copy.run_id).sample_path.exists()

@@ -53,11 +53,11 @@ TELLING_WORDS = (
 
 CHROME_JS = """(() => {
   const body = document.body.cloneNode(true);
-  for (const id of %s) { const el = body.querySelector('#' + id); if (el) el.remove(); }
+  for (const id of IDS) { const el = body.querySelector('#' + id); if (el) el.remove(); }
   const attrs = [...document.querySelectorAll('*')].flatMap(
     el => [...el.attributes].map(a => a.value));
   return {text: body.innerText, attrs: attrs.join(' '), title: document.title};
-})()""" % json.dumps(list(CONTENT_IDS))
+})()""".replace("IDS", json.dumps(list(CONTENT_IDS)))
 
 
 def judge_prompts(store: Path) -> list[str]:

@@ -8,8 +8,9 @@ judge's 0-100 scale, where being 5 points apart matters less than 50. Its ordina
 is reported next to it because a person and a judge can rank answers alike while using the
 scale differently (one grades harshly); a large gap between the two says exactly that.
 
-The interval (interval level) is a percentile bootstrap over *cases*: the two answers of a pair share a
-request and a reference, so they are resampled together, never as independent units.
+The interval (interval level) is a percentile bootstrap over *cases*: the two answers of a
+pair share a request and a reference, so they are resampled together, never as
+independent units.
 """
 
 from __future__ import annotations
