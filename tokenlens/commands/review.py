@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--summary", action="store_true", help="print the agreement figures and exit"
     )
+    parser.add_argument(
+        "--artifact",
+        action="store_true",
+        help="print the summary and publish it as Prefect artifacts (review-agreement)",
+    )
     parser.set_defaults(func=run_review)
 
 
@@ -61,12 +66,17 @@ def run_review(args: argparse.Namespace) -> int:
 
     store = args.store or args.reports / "store"
     run_id, run_tolerance = resolve_run(args.run, args.reports)
-    if args.summary:
+    if args.summary or args.artifact:
         from tokenlens.review.summary import summary_lines
 
         tolerance = args.tolerance or run_tolerance or DEFAULT_TOLERANCE
         for line in summary_lines(load_figures(store, run_id, tolerance=tolerance)):
             print(line)
+        if args.artifact:
+            from flows.review import KEY_AGREEMENT, review_summary
+
+            review_summary(str(store), run_id, tolerance)
+            print(f"published as Prefect artifacts {KEY_AGREEMENT} and {KEY_AGREEMENT}-classes")
         return 0
     review = open_review(store, run_id, tasks=args.tasks, size=args.sample, seed=args.seed)
     serve(review, port=args.port, reviewer=args.reviewer)

@@ -5,6 +5,8 @@ Here arms are named: the summary is read after reviewing, never shown on the rev
 
 from __future__ import annotations
 
+import math
+
 from tokenlens.review.figures import POOR_ALPHA, Comparison, ReviewFigures, poor_agreement
 
 _MAX_DISAGREEMENTS = 10
@@ -71,6 +73,30 @@ def summary_lines(figures: ReviewFigures) -> list[str]:
 def summary_markdown(figures: ReviewFigures) -> str:
     """The same figures for a Prefect markdown artifact."""
     return "## Judge vs people\n\n```\n" + "\n".join(summary_lines(figures)) + "\n```\n"
+
+
+def class_records(figures: ReviewFigures) -> list[dict[str, object]]:
+    """One row per class (judge vs people), JSON-ready, for a table artifact."""
+    flags = poor_agreement(figures)
+    rows: list[dict[str, object]] = []
+    for task_class, c in figures.by_class.items():
+        rows.append(
+            {
+                "class": task_class,
+                "cases": c.alpha.n_cases,
+                "alpha": _num(c.alpha.value),
+                "alpha_low": _num(c.alpha.low),
+                "alpha_high": _num(c.alpha.high),
+                "same_call": _num(c.decisions.rate),
+                "pairs_decided": c.decisions.n,
+                "poor": task_class in flags,
+            }
+        )
+    return rows
+
+
+def _num(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 3)
 
 
 def _pct(value: float | None) -> str:
