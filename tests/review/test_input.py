@@ -78,6 +78,12 @@ def test_unknown_case_bad_name_and_wrong_encoding_are_refused(run_copy: Loopback
             headers=FORM,
         )
         assert hostile.status_code == 422 and "<script>" not in hostile.text.split("</head>")[1]
+        # Another site cannot post grades through the reviewer's browser, nor rebind DNS.
+        foreign = {**FORM, "origin": "https://evil.example"}
+        cross = httpx.post(f"{base}/r/bob/case/{case.case_id}", content=good, headers=foreign)
+        assert cross.status_code == 403 and "evil.example" in cross.text
+        rebound = httpx.get(f"{base}/", headers={"host": "evil.example"})
+        assert rebound.status_code == 400
         assert "default-src 'none'" in hostile.headers["content-security-policy"]
     assert snapshot(review.store.root) == before
     with pytest.raises(ReviewError, match="not in this review's sample"):

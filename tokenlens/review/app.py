@@ -12,6 +12,8 @@ Blind by construction: templates receive a `BlindCase` (no arm, rate or grade in
 the reviewer's own grades, nothing else. Jinja2 autoescapes every value, and the
 Content-Security-Policy allows only our own script file. Bad input (a grade off the scale,
 an unknown case, a bad name) gets a 4xx that says what and where, and nothing is stored.
+The page has no login (it binds loopback only): a grade posted from another origin, or a
+request under a host name other than 127.0.0.1/localhost, is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from urllib.parse import parse_qs, quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -37,7 +41,7 @@ CSP = (
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # "no-referrer" would make form posts say Origin: null
     "cache-control": "no-store",
 }
 _MAX_FORM_BYTES = 4096
@@ -195,6 +199,10 @@ def create_app(review: Review) -> Starlette:
 
     async def grade(request: Request) -> Response:
         try:
+            origin = request.headers.get("origin")
+            own = f"{request.url.scheme}://{request.url.netloc}"
+            if origin is not None and origin != own:
+                raise BadInput(403, f"grades are taken from this page only, not from {origin[:80]}")
             reviewer = reviewer_of(request)
             case = case_of(request)
             if request.headers.get("content-type", "").split(";")[0].strip() != (
@@ -238,5 +246,7 @@ def create_app(review: Review) -> Starlette:
             Route("/r/{reviewer}/done", done),
             Route("/r/{reviewer}/case/{case_id}", show, methods=["GET"]),
             Route("/r/{reviewer}/case/{case_id}", grade, methods=["POST"]),
-        ]
+        ],
+        # Loopback names only: a page elsewhere cannot reach this one by DNS rebinding.
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])],
     )
