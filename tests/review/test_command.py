@@ -96,3 +96,18 @@ def test_command_serves_the_page_on_loopback(run_copy: LoopbackRun) -> None:
         process.wait(timeout=20)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_poor_agreement_goes_into_the_policy_reason(run_copy: LoopbackRun) -> None:
+    from tokenlens.policy import load_policy
+    from tokenlens.review import with_review_flags
+
+    policy = load_policy(run_copy.config.reports / "policy" / f"{run_copy.run_id}.json")
+    sentence = "people disagree with the judge on this class (alpha 0.10)"
+    flagged = with_review_flags(policy, {"extraction": sentence})
+    assert flagged.classes["extraction"].reason == (
+        f"{policy.classes['extraction'].reason} Review: {sentence}."
+    )
+    assert flagged.classes["extraction"].verdict == policy.classes["extraction"].verdict
+    assert flagged.classes["numeric-reasoning"] == policy.classes["numeric-reasoning"]
+    assert flagged.default == policy.default

@@ -9,6 +9,12 @@
 - `session`: opening a run's review
 """
 
-from tokenlens.review.figures import POOR_ALPHA, ReviewFigures, poor_agreement, review_figures
+from tokenlens.review.figures import (
+    POOR_ALPHA,
+    ReviewFigures,
+    poor_agreement,
+    review_figures,
+    with_review_flags,
+)
 
-__all__ = ["POOR_ALPHA", "ReviewFigures", "poor_agreement", "review_figures"]
+__all__ = ["POOR_ALPHA", "ReviewFigures", "poor_agreement", "review_figures", "with_review_flags"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from tokenlens.review.store import ReviewGrade
 #: that class, not merely that too few cases were reviewed to tell (a wide interval
 #: reaching above 0.667 is reported as such, not flagged).
 POOR_ALPHA = 0.667
+
+if TYPE_CHECKING:
+    from tokenlens.policy import Policy
 
 Pair = tuple[float | None, float | None]  # (grade of the cleartext answer, of the second)
 
@@ -256,3 +260,18 @@ def poor_agreement(figures: ReviewFigures) -> dict[str, str]:
                 f"{alpha.n_cases} reviewed cases): its grades are not a sound basis here"
             )
     return flags
+
+
+def with_review_flags(policy: Policy, flags: dict[str, str]) -> Policy:
+    """A copy of `policy` whose flagged classes say, in their reason, that people disagree.
+
+    Verdicts and arms are left alone: whether poor agreement should also withhold a verdict
+    is the decision rule's call (`tokenlens.decision`), not the review's.
+    """
+    classes = {
+        name: entry.model_copy(update={"reason": f"{entry.reason} Review: {flags[name]}."})
+        if name in flags
+        else entry
+        for name, entry in policy.classes.items()
+    }
+    return policy.model_copy(update={"classes": classes})
