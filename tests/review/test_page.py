@@ -178,6 +178,17 @@ def test_scripted_reviewer_grades_blind_and_resumes(
         page.open(f"{server.base_url}/r/alice/")
         page.wait_for(f"location.pathname.endsWith('/case/{cases[3].case_id}')")
         assert "Case 4 of 10" in page.text() and "3 of 10 graded by alice" in page.text()
+        # p / n step through the cases; a graded case shows the reviewer's own grades.
+        page.press("Escape")
+        page.press("p")
+        page.wait_for(f"location.pathname.endsWith('/case/{cases[2].case_id}')")
+        assert "You graded this case already" in page.text()
+        assert_blind(page, reopened, cases[2], 3, prompts)
+        assert page.evaluate("document.getElementById('grade-a').value") == "70"
+        assert page.evaluate("document.getElementById('grade-b').value") == "65"
+        page.press("Escape")
+        page.press("n")
+        page.wait_for(f"location.pathname.endsWith('/case/{cases[3].case_id}')")
         for index, case in enumerate(cases[3:], start=3):
             assert_blind(page, reopened, case, index, prompts)
             page.evaluate(
