@@ -111,3 +111,35 @@ def test_poor_agreement_goes_into_the_policy_reason(run_copy: LoopbackRun) -> No
     assert flagged.classes["extraction"].verdict == policy.classes["extraction"].verdict
     assert flagged.classes["numeric-reasoning"] == policy.classes["numeric-reasoning"]
     assert flagged.default == policy.default
+
+
+def test_summary_writes_poor_agreement_into_the_runs_policy(
+    run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenlens.policy import load_policy
+
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=12)
+    grades = pq.read_table(run_copy.store / "runs" / run_copy.run_id / "grades.parquet")
+    judge = {
+        PairCell(r["task_id"], r["arm"], r["replicate"]).case_key: r
+        for r in grades.to_pylist()
+        if r["judge"] == review.sample.judge and not r["judge_pass"]
+    }
+    for case in review.sample.cases:  # a person who reads every grade the other way round
+        row = judge[case.case_key]
+        clear, comp = 100 - int(row["grade_clear"]), 100 - int(row["grade_comp"])
+        a, b = (comp, clear) if case.clear_is_b else (clear, comp)
+        review.store.record(review.sample, "contrarian", case.case_id, a, b)
+    path = run_copy.config.reports / "policy" / f"{run_copy.run_id}.json"
+    before = load_policy(path)
+    args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    for _ in range(2):  # idempotent: the note is written once
+        assert cli_main([*args, "--store", str(run_copy.store)]) == 0
+    out = capsys.readouterr().out
+    assert f"poor agreement noted in the reasons of {path}" in out
+    after = load_policy(path)
+    flagged = [n for n, e in after.classes.items() if "Review: " in e.reason]
+    assert flagged
+    for name in flagged:
+        assert after.classes[name].reason.count("Review: ") == 1
+        assert after.classes[name].verdict == before.classes[name].verdict

@@ -70,8 +70,11 @@ def run_review(args: argparse.Namespace) -> int:
         from tokenlens.review.summary import summary_lines
 
         tolerance = args.tolerance or run_tolerance or DEFAULT_TOLERANCE
-        for line in summary_lines(load_figures(store, run_id, tolerance=tolerance)):
+        figures = load_figures(store, run_id, tolerance=tolerance)
+        for line in summary_lines(figures):
             print(line)
+        for path in flag_policy(args.reports, run_id, figures):
+            print(f"poor agreement noted in the reasons of {path}")
         if args.artifact:
             from flows.review import KEY_AGREEMENT, review_summary
 
@@ -81,6 +84,36 @@ def run_review(args: argparse.Namespace) -> int:
     review = open_review(store, run_id, tasks=args.tasks, size=args.sample, seed=args.seed)
     serve(review, port=args.port, reviewer=args.reviewer)
     return 0
+
+
+def flag_policy(reports: Path, run_id: str, figures: object) -> list[Path]:
+    """Write classes where people and the judge disagree into the run's policy reasons.
+
+    The policy is what a user reads before applying an arm, so that is where it must say
+    the judge was not confirmed by people; re-running is idempotent."""
+    from tokenlens.policy import atomic_write_text, load_policy
+    from tokenlens.review.figures import ReviewFigures, poor_agreement, with_review_flags
+
+    assert isinstance(figures, ReviewFigures)
+    flags = poor_agreement(figures)
+    written: list[Path] = []
+    folder = reports / "policy"
+    for path in (folder / f"{run_id}.json", folder / "latest.json"):
+        if not flags or not path.exists():
+            continue
+        policy = load_policy(path)
+        if policy.calibration_id != run_id:
+            continue
+        fresh = {
+            name: note
+            for name, note in flags.items()
+            if name in policy.classes and "Review: " not in policy.classes[name].reason
+        }
+        if fresh:
+            updated = with_review_flags(policy, fresh)
+            atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
+            written.append(path)
+    return written
 
 
 def serve(review: object, *, port: int, reviewer: str | None) -> None:
