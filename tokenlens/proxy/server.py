@@ -1,0 +1,147 @@
+"""The proxy's server side: uvicorn's settings, and the limits uvicorn does not have.
+
+uvicorn (httptools) gives us an idle keep-alive timeout (`timeout_keep_alive`) but no
+deadline for a request's head to arrive and no cap on its size: a client trickling one
+header byte at a time holds a connection forever (slowloris), and a 4 MB header is read
+whole into memory. uvicorn's maintainers chose not to add these (its issue #157), so
+`GuardedHttpToolsProtocol` adds two things to uvicorn's own protocol class, which
+uvicorn accepts through `Config(http=...)`:
+
+- a deadline for the head: from the moment the connection opens, or the previous
+  answer ended, until the request's headers are complete; past it the client gets
+  `408` and the connection closes;
+- a cap on the bytes received while the head is incomplete (a memory bound); past it the
+  client gets `431`.
+
+Parsing stays uvicorn's and httptools'; these are a timer and a byte count. The exact
+limits (header count and total size) are checked on the parsed headers at the ASGI
+level (`header_problem`), where the answer can be an Anthropic-shaped error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from tokenlens.proxy.settings import ProxySettings
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a head deadline and a head size cap.
+
+    Class attributes are set per server by `guarded_protocol` (uvicorn builds the
+    protocol with its own arguments only).
+    """
+
+    head_timeout_s: float = 10.0
+    max_head_bytes: int = 64 * 1024
+
+    _head_timer: asyncio.TimerHandle | None = None
+    _head_bytes = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._head_received()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        waiting = self._head_timer is not None
+        if waiting:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if waiting and self._head_timer is not None and self._head_bytes > self.max_head_bytes:
+            self._refuse(431, "Request header fields too large.")
+
+    def on_headers_complete(self) -> None:
+        self._head_received()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and not self.transport.is_closing():
+            self._await_head()  # the next request's head (uvicorn's keep-alive timer too)
+
+    def _await_head(self) -> None:
+        self._head_received()
+        self._head_bytes = 0
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_late)
+
+    def _head_received(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self._head_bytes:
+            self._refuse(408, "Request headers not received in time.")
+        elif not self.transport.is_closing():
+            self.transport.close()  # nothing was asked: nothing to answer
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer `status` with a one-line reason and close, as uvicorn answers a 400."""
+        self._head_received()
+        if self.transport.is_closing():
+            return
+        self.logger.warning("%s (%d); connection closed", message, status)
+        body = message.encode("ascii")
+        self.transport.write(
+            b"".join(
+                [
+                    STATUS_LINE[status],
+                    b"content-type: text/plain; charset=utf-8\r\n",
+                    b"content-length: %d\r\n" % len(body),
+                    b"connection: close\r\n\r\n",
+                    body,
+                ]
+            )
+        )
+        self.transport.close()
+
+
+def guarded_protocol(settings: ProxySettings) -> type[GuardedHttpToolsProtocol]:
+    """A protocol class carrying this server's head limits."""
+    return type(
+        "GuardedHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
+        {
+            "head_timeout_s": settings.header_timeout_s,
+            "max_head_bytes": settings.max_header_bytes,
+        },
+    )
+
+
+def uvicorn_options(settings: ProxySettings) -> dict[str, Any]:
+    """Keyword arguments for `uvicorn.Config` (the app, host and port aside)."""
+    return {
+        "http": guarded_protocol(settings),
+        "timeout_keep_alive": settings.keepalive_timeout_s,
+        "access_log": False,  # our own lines carry no query strings or headers
+        "server_header": False,
+        "date_header": False,
+        "proxy_headers": False,  # nothing sits in front of us: skip the X-Forwarded-* rewriter
+        "lifespan": "on",
+        "ws": "none",
+    }
+
+
+def header_problem(headers: list[tuple[bytes, bytes]], settings: ProxySettings) -> str | None:
+    """Why a request's headers exceed the limits, or None (checked before anything else)."""
+    if len(headers) > settings.max_header_count:
+        return (
+            f"tokenlens proxy: the request has {len(headers)} headers; the limit is "
+            f"{settings.max_header_count} (--max-header-count)"
+        )
+    size = sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
+    if size > settings.max_header_bytes:
+        return (
+            f"tokenlens proxy: the request's headers take {size} bytes; the limit is "
+            f"{settings.max_header_bytes} (--max-header-bytes)"
+        )
+    return None
