@@ -346,16 +346,22 @@ class Handler:
             and length.isdigit()
             and (int(length) <= relay.BUFFER_LIMIT)
         ):
+            chunks: list[bytes] = []
             try:
-                raw = await upstream.read()
+                content = upstream.content
+                while chunk := await content.readany():
+                    chunks.append(chunk)
             except UPSTREAM_ERRORS as exc:
-                # Nothing was sent to the client yet: say what happened, in Anthropic's shape.
-                log.warning("upstream body failed (%s)", type(exc).__name__)
-                return relay.error_response(
-                    502, "api_error", "tokenlens proxy: upstream broke off its answer"
+                # Broke off or stalled: the client gets what came, then a broken connection,
+                # as from the upstream itself (never a clean end, never a made-up status).
+                upstream.close()
+                stats.upstream_broken += 1
+                log.warning(
+                    "upstream answer broke off (%s); aborting the client's", type(exc).__name__
                 )
-            finally:
-                upstream.release()
+                return relay.StreamRelay(relay.broken(chunks), status, out_headers)
+            upstream.release()
+            raw = b"".join(chunks)
             watch.stop()  # the answer is whole: sending it needs no watching
             after = None
             if path == MESSAGES_PATH and status == 200:

@@ -172,6 +172,13 @@ class BrokenAnswer(Exception):
     """The upstream's answer broke off after it started: the client's must break too."""
 
 
+async def broken(chunks: list[bytes]) -> AsyncGenerator[bytes, None]:
+    """What arrived of an answer that then broke off: `chunks`, then BrokenAnswer."""
+    for chunk in chunks:
+        yield chunk
+    raise BrokenAnswer
+
+
 class ClientWatch:
     """Notices the client leaving while its request waits on the upstream.
 
