@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
-    from tokenlens.proxy.server import uvicorn_options
+    from tokenlens.proxy.server import ProxyServerConfig
     from tokenlens.proxy.settings import is_loopback
     from tokenlens.proxy.upstream import outbound_proxy
 
@@ -219,14 +219,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("no policy: applying %s to every request", settings.override_arm.label)
     else:
         log.info("no policy and no --compress: pure pass-through")
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        log_config=None,
-        **uvicorn_options(settings),
-    )
+    config = ProxyServerConfig(app, settings, log_level="info", log_config=None)
     server = uvicorn.Server(config)
     # Everything imported so far lives as long as the process: exempt it from the cyclic
     # collector, so a full collection never pauses a relayed request to rescan it.

@@ -348,8 +348,8 @@ class Handler:
         ):
             chunks: list[bytes] = []
             try:
-                content = upstream.content
-                while chunk := await content.readany():
+                reader = upstream.content
+                while chunk := await reader.readany():
                     chunks.append(chunk)
             except UPSTREAM_ERRORS as exc:
                 # Broke off or stalled: the client gets what came, then a broken connection,
@@ -389,8 +389,8 @@ class Handler:
         """
         finished = False
         try:
-            content = upstream.content
-            while chunk := await content.readany():
+            reader = upstream.content
+            while chunk := await reader.readany():
                 if tap is not None:
                     tap.feed(chunk)
                 yield chunk

@@ -5,7 +5,8 @@ deadline for a request's head to arrive and no cap on its size: a client trickli
 header byte at a time holds a connection forever (slowloris), and a 4 MB header is read
 whole into memory. uvicorn's maintainers chose not to add these (its issue #157), so
 `GuardedHttpToolsProtocol` adds two things to uvicorn's own protocol class, which
-uvicorn accepts through `Config(http=...)`:
+uvicorn accepts through `Config(http=...)` (`ProxyServerConfig` sets it up, and carries
+the limits with it, also to worker processes):
 
 - a deadline for the head: from the moment the connection opens, or the previous
   answer ended, until the request's headers are complete; past it the client gets
@@ -23,23 +24,27 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.settings import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_HEADER_BYTES,
+    ProxySettings,
+)
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a head deadline and a head size cap.
-
-    Class attributes are set per server by `guarded_protocol` (uvicorn builds the
-    protocol with its own arguments only).
-    """
-
-    head_timeout_s: float = 10.0
-    max_head_bytes: int = 64 * 1024
+    """uvicorn's httptools protocol with a head deadline and a head size cap."""
 
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = 0
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        limits = config if isinstance(config, ProxyServerConfig) else None
+        self.head_timeout_s = limits.head_timeout_s if limits else DEFAULT_HEADER_TIMEOUT_S
+        self.max_head_bytes = limits.max_head_bytes if limits else DEFAULT_MAX_HEADER_BYTES
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -105,30 +110,25 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def guarded_protocol(settings: ProxySettings) -> type[GuardedHttpToolsProtocol]:
-    """A protocol class carrying this server's head limits."""
-    return type(
-        "GuardedHttpToolsProtocol",
-        (GuardedHttpToolsProtocol,),
-        {
-            "head_timeout_s": settings.header_timeout_s,
-            "max_head_bytes": settings.max_header_bytes,
-        },
-    )
+class ProxyServerConfig(uvicorn.Config):
+    """uvicorn's Config for the proxy: our protocol, our limits, our quiet defaults."""
 
-
-def uvicorn_options(settings: ProxySettings) -> dict[str, Any]:
-    """Keyword arguments for `uvicorn.Config` (the app, host and port aside)."""
-    return {
-        "http": guarded_protocol(settings),
-        "timeout_keep_alive": settings.keepalive_timeout_s,
-        "access_log": False,  # our own lines carry no query strings or headers
-        "server_header": False,
-        "date_header": False,
-        "proxy_headers": False,  # nothing sits in front of us: skip the X-Forwarded-* rewriter
-        "lifespan": "on",
-        "ws": "none",
-    }
+    def __init__(self, app: Any, settings: ProxySettings, **options: Any) -> None:
+        self.head_timeout_s = settings.header_timeout_s
+        self.max_head_bytes = settings.max_header_bytes
+        defaults: dict[str, Any] = {
+            "host": settings.host,
+            "port": settings.port,
+            "http": GuardedHttpToolsProtocol,
+            "timeout_keep_alive": settings.keepalive_timeout_s,
+            "access_log": False,  # our own lines carry no query strings or headers
+            "server_header": False,
+            "date_header": False,
+            "proxy_headers": False,  # nothing sits in front of us: no X-Forwarded-* rewriter
+            "lifespan": "on",
+            "ws": "none",
+        }
+        super().__init__(app, **{**defaults, **options})
 
 
 def header_problem(headers: list[tuple[bytes, bytes]], settings: ProxySettings) -> str | None:
