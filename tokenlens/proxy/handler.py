@@ -5,6 +5,13 @@ bytes received, unparsed. Any failure of ours (a codec crash, a slow arm, a body
 cannot re-encode, an upstream that rejects the compressed body) forwards the original
 instead and counts a fail-open. Nothing of a prompt or a key is ever logged: log lines
 carry classes, arms, statuses and exception *types* only.
+
+Towards the upstream the proxy behaves as the upstream would towards its client: a
+client that leaves cancels the upstream call (`relay.ClientWatch`), and an upstream
+answer that breaks off reaches the client broken, never cleanly ended (`relay.StreamRelay`).
+
+Why one module past 400 lines: the request's story (read, plan, forward, relay, follow
+up) reads top-down in one place; the wire-level pieces live in `relay`.
 """
 
 from __future__ import annotations
@@ -200,6 +207,7 @@ class Handler:
                 await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
+            watch.start()  # again: reading the refusal whole stopped it
             return await self._forward(request, body, keep_length=False, plan=fallback, watch=watch)
         return response
 
