@@ -117,18 +117,37 @@ def test_a_slowloris_head_gets_a_408_at_the_header_timeout(
     assert httpx.get(f"{proxy.base_url}/v1/models").status_code == 200  # still serving
 
 
-def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout(
+def _read_answer(sock: socket.socket) -> bytes:
+    """One answer with a content-length, leaving the connection open."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_an_idle_kept_alive_connection_lives_for_the_keep_alive_timeout(
     recording_upstream: tuple[RecordingUpstream, ThreadServer], start_proxy: StartProxy
 ) -> None:
+    """Idle between requests, the keep-alive timeout applies (not the shorter head
+    deadline, which starts with the next request's first byte); then the proxy closes."""
     _, upstream = recording_upstream
     proxy = start_proxy(
-        ProxySettings(upstream=upstream.base_url, keepalive_timeout_s=1, header_timeout_s=30.0)
+        ProxySettings(upstream=upstream.base_url, keepalive_timeout_s=2, header_timeout_s=0.5)
     )
     sock = _connect(proxy)
-    sock.sendall(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n")
-    started = time.monotonic()
-    answer = _read_all(sock)  # the answer, then the close when the connection sat idle
+    request = b"GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n"
+    sock.sendall(request)
+    assert _read_answer(sock).startswith(b"HTTP/1.1 200 ")
+    time.sleep(1.0)  # past the head deadline, within the keep-alive timeout
+    sock.sendall(request)
+    answer = _read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"path": "/v1/models"}
-    assert 0.8 < time.monotonic() - started < 5
+    started = time.monotonic()
+    assert _read_all(sock) == b""  # closed once idle for the keep-alive timeout
+    assert 1.5 < time.monotonic() - started < 6
     sock.close()

@@ -8,9 +8,10 @@ whole into memory. uvicorn's maintainers chose not to add these (its issue #157)
 uvicorn accepts through `Config(http=...)` (`ProxyServerConfig` sets it up, and carries
 the limits with it, also to worker processes):
 
-- a deadline for the head: from the moment the connection opens, or the previous
-  answer ended, until the request's headers are complete; past it the client gets
-  `408` and the connection closes;
+- a deadline for the head: from the moment the connection opens, or the first byte of
+  the next request on a kept-alive connection, until the request's headers are
+  complete; past it the client gets `408` and the connection closes (a new connection
+  that sends nothing is closed; an idle kept-alive one is uvicorn's keep-alive timeout's);
 - a cap on the bytes received while the head is incomplete (a memory bound); past it the
   client gets `431`.
 
@@ -38,6 +39,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a head deadline and a head size cap."""
 
     _head_timer: asyncio.TimerHandle | None = None
+    _awaiting_head = False  # between requests: the next bytes start a request's head
     _head_bytes = 0
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
@@ -49,35 +51,42 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._await_head()
+        self._start_deadline()  # uvicorn has no timer for a connection that says nothing
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._head_received()
+        self._stop_deadline()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        waiting = self._head_timer is not None
-        if waiting:
+        awaiting = self._awaiting_head
+        if awaiting:
+            if self._head_timer is None:
+                self._start_deadline()  # the first byte of a kept-alive connection's next head
             self._head_bytes += len(data)
         super().data_received(data)
-        if waiting and self._head_timer is not None and self._head_bytes > self.max_head_bytes:
+        if awaiting and self._awaiting_head and self._head_bytes > self.max_head_bytes:
             self._refuse(431, "Request header fields too large.")
 
     def on_headers_complete(self) -> None:
-        self._head_received()
+        self._awaiting_head = False
+        self._stop_deadline()
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         idle = self.cycle is None or self.cycle.response_complete
         if idle and not self.transport.is_closing():
-            self._await_head()  # the next request's head (uvicorn's keep-alive timer too)
+            self._await_head()  # idle until then: uvicorn's keep-alive timeout applies
 
     def _await_head(self) -> None:
-        self._head_received()
+        self._awaiting_head = True
         self._head_bytes = 0
+
+    def _start_deadline(self) -> None:
+        self._stop_deadline()
         self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_late)
 
-    def _head_received(self) -> None:
+    def _stop_deadline(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -91,7 +100,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer `status` with a one-line reason and close, as uvicorn answers a 400."""
-        self._head_received()
+        self._awaiting_head = False
+        self._stop_deadline()
         if self.transport.is_closing():
             return
         self.logger.warning("%s (%d); connection closed", message, status)
