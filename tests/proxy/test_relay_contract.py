@@ -624,13 +624,20 @@ def test_a_client_leaving_before_the_answer_starts_cancels_the_upstream_request(
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, Path]:
-    """A server context for 127.0.0.1 and localhost, and the CA's PEM file."""
+def tls_ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, Path]:
+    """A throwaway CA and its PEM file."""
     ca = trustme.CA()
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(server)
     pem = tmp_path_factory.mktemp("tls") / "ca.pem"
     ca.cert_pem.write_to_path(str(pem))
+    return ca, pem
+
+
+@pytest.fixture(scope="module")
+def tls(tls_ca: tuple[trustme.CA, Path]) -> tuple[ssl.SSLContext, Path]:
+    """A server context for 127.0.0.1 and localhost, and the CA's PEM file."""
+    ca, pem = tls_ca
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(server)
     return server, pem
 
 
@@ -660,6 +667,24 @@ def test_tls_upstream_with_an_untrusted_certificate_is_refused(
     server, _ = tls
     srv = upstream(answering(echo_target), server)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)  # the system CAs, not ours
+    proxy = start_proxy(ProxySettings(upstream=f"https://localhost:{srv.port}"))
+    got = httpx.get(f"{proxy.base_url}/v1/models")
+    assert got.status_code == 502
+    assert "Certificate" in got.json()["error"]["message"]
+    assert srv.requests == []
+
+
+def test_tls_upstream_with_a_certificate_for_another_host_is_refused(
+    upstream: Callable[..., Scripted],
+    start_proxy: StartProxy,
+    tls_ca: tuple[trustme.CA, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ca, pem = tls_ca
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.example.org").configure_cert(server)  # trusted CA, wrong name
+    srv = upstream(answering(echo_target), server)
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem))
     proxy = start_proxy(ProxySettings(upstream=f"https://localhost:{srv.port}"))
     got = httpx.get(f"{proxy.base_url}/v1/models")
     assert got.status_code == 502
