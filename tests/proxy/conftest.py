@@ -27,6 +27,7 @@ from starlette.routing import Route
 from tokenlens.policy import Policy, PolicyEntry, write_policy
 from tokenlens.proxy.app import create_app
 from tokenlens.proxy.handler import ProxyState
+from tokenlens.proxy.server import ProxyServerConfig
 from tokenlens.proxy.settings import ProxySettings
 
 MODEL = "claude-haiku-4-5"
@@ -43,19 +44,19 @@ def free_port() -> int:
 class ThreadServer:
     """An ASGI app served by uvicorn on 127.0.0.1 in a daemon thread."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, settings: ProxySettings | None = None) -> None:
         self.app = app
         self.port = free_port()
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            ws="none",
-            timeout_graceful_shutdown=1,
-        )
+        options: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "log_level": "warning",
+            "timeout_graceful_shutdown": 1,
+        }
+        if settings is None:
+            config = uvicorn.Config(app, access_log=False, lifespan="on", ws="none", **options)
+        else:  # the proxy, served as `tokenlens serve` serves it
+            config = ProxyServerConfig(app, settings, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -104,7 +105,7 @@ def start_proxy() -> Iterator[Callable[..., ProxyServer]]:
     servers: list[ProxyServer] = []
 
     def start(settings: ProxySettings, **kwargs: Any) -> ProxyServer:
-        server = ProxyServer(create_app(settings, **kwargs)).start()
+        server = ProxyServer(create_app(settings, **kwargs), settings).start()
         servers.append(server)
         return server
 

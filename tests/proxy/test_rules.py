@@ -13,7 +13,8 @@ from tokenlens.compress.arms import Arm
 from tokenlens.errors import CompressionError
 from tokenlens.proxy.apply import choose_arm, compress_within, fallback_arm, policy_arm
 from tokenlens.proxy.classify import classify, rule_class, split_question
-from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, ignored_proxy_env, is_loopback
+from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, is_loopback
+from tokenlens.proxy.upstream import OutboundProxy, outbound_proxy
 
 from .conftest import entry, messages_body, standard_policy
 
@@ -189,18 +190,32 @@ def test_rules_on_the_bundled_starter_set() -> None:
     assert right >= 0.6 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
 
 
-def test_an_outbound_proxy_variable_the_relay_ignores_is_named() -> None:
+def test_the_outbound_proxy_for_the_upstream_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     https = "https://api.anthropic.com"
-    assert ignored_proxy_env(https, {}) is None
-    assert ignored_proxy_env(https, {"HTTPS_PROXY": "http://corp:3128"}) == "HTTPS_PROXY"
-    assert ignored_proxy_env(https, {"all_proxy": "socks5://corp:1080"}) == "ALL_PROXY"
-    # an http-only proxy does not apply to an https upstream, and an empty value is unset
-    assert ignored_proxy_env(https, {"HTTP_PROXY": "http://corp:3128"}) is None
-    assert ignored_proxy_env(https, {"HTTPS_PROXY": ""}) is None
-    assert ignored_proxy_env("http://127.0.0.1:9", {"HTTP_PROXY": "x"}) == "HTTP_PROXY"
-    # NO_PROXY entries that cover the host: exact, a parent domain (with or without a dot), *
-    for no_proxy in ("api.anthropic.com", "anthropic.com", ".anthropic.com", "foo, *"):
-        env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": no_proxy}
-        assert ignored_proxy_env(https, env) is None, no_proxy
-    env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": "example.com,thropic.com"}
-    assert ignored_proxy_env(https, env) == "HTTPS_PROXY"
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        for variant in (name, name.lower()):
+            monkeypatch.delenv(variant, raising=False)
+    assert outbound_proxy(https) == OutboundProxy()
+    assert outbound_proxy(https).described == "direct"
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@corp:3128")
+    found = outbound_proxy(https)
+    assert str(found.url) == "http://corp:3128"
+    assert found.auth is not None and found.auth.password == "secret"
+    assert "secret" not in found.described
+    # an https-only proxy does not apply to an http upstream
+    assert outbound_proxy("http://127.0.0.1:9").url is None
+    # NO_PROXY entries that cover the host (the standard library's rules, as aiohttp's):
+    # exact, a parent domain (with or without a dot), or `*` alone
+    for no_proxy in (
+        "api.anthropic.com",
+        "anthropic.com",
+        ".anthropic.com",
+        "foo, api.anthropic.com",
+        "*",
+    ):
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        assert outbound_proxy(https).url is None, no_proxy
+    monkeypatch.setenv("NO_PROXY", "example.com,thropic.com")
+    assert str(outbound_proxy(https).url) == "http://corp:3128"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,6 +100,44 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=defaults.DEFAULT_RELOAD_INTERVAL_S,
         help="seconds between policy file checks (default %(default)s)",
     )
+    parser.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=defaults.DEFAULT_UPSTREAM_TIMEOUT_S,
+        help="seconds to wait for the upstream's next bytes: the answer's start, then each "
+        "piece of it (default %(default)s; past it: 504, or a broken stream)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=defaults.DEFAULT_CONNECT_TIMEOUT_S,
+        help="seconds to connect to the upstream (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-header-count",
+        type=int,
+        default=defaults.DEFAULT_MAX_HEADER_COUNT,
+        help="most request headers accepted; more get 431 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=defaults.DEFAULT_MAX_HEADER_BYTES,
+        help="most bytes of request headers accepted; more get 431 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=defaults.DEFAULT_HEADER_TIMEOUT_S,
+        help="seconds a request's headers may take to arrive; slower gets 408 "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-alive-timeout",
+        type=int,
+        default=defaults.DEFAULT_KEEPALIVE_TIMEOUT_S,
+        help="seconds an idle client connection is kept open (default %(default)s)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -139,6 +176,12 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             max_body_bytes=args.max_body_bytes,
             compress_budget_ms=args.compress_budget_ms,
             reload_interval_s=args.reload_interval,
+            upstream_timeout_s=args.upstream_timeout,
+            connect_timeout_s=args.connect_timeout,
+            max_header_count=args.max_header_count,
+            max_header_bytes=args.max_header_bytes,
+            header_timeout_s=args.header_timeout,
+            keepalive_timeout_s=args.keep_alive_timeout,
             host=args.host,
             port=args.port,
             allow_remote=args.allow_remote,
@@ -152,20 +195,15 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
-    from tokenlens.proxy.settings import ignored_proxy_env, is_loopback
+    from tokenlens.proxy.server import ProxyServerConfig
+    from tokenlens.proxy.settings import is_loopback
+    from tokenlens.proxy.upstream import outbound_proxy
 
     settings = build_settings(args)
     # httpx logs every URL at INFO and the SDK whole requests at DEBUG, even under -v:
     # the proxy logs its own lines, which carry no prompt, key, path or query.
     quiet_libraries()
-    proxy_variable = ignored_proxy_env(settings.upstream_base, os.environ)
-    if proxy_variable is not None:
-        log.warning(
-            "%s is set, but relayed requests connect to the upstream directly (the proxy "
-            "does not tunnel through an outbound proxy); add the upstream's host to NO_PROXY "
-            "to silence this if direct access works",
-            proxy_variable,
-        )
+    log.info("upstream connection: %s", outbound_proxy(settings.upstream_base).described)
     if not is_loopback(settings.host):
         log.warning(
             "binding %s (not loopback): anyone who can reach this port can use the proxy "
@@ -181,19 +219,7 @@ def run(args: argparse.Namespace) -> int:
         log.info("no policy: applying %s to every request", settings.override_arm.label)
     else:
         log.info("no policy and no --compress: pure pass-through")
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,  # our own lines carry no query strings or headers
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,  # nothing sits in front of us; skip the X-Forwarded-* rewriter
-        lifespan="on",
-        ws="none",
-        log_config=None,
-    )
+    config = ProxyServerConfig(app, settings, log_level="info", log_config=None)
     server = uvicorn.Server(config)
     # Everything imported so far lives as long as the process: exempt it from the cyclic
     # collector, so a full collection never pauses a relayed request to rescan it.

@@ -1,11 +1,10 @@
 """The proxy as a starlette app: `create_app(settings)`.
 
 Routes: `/tokenlens/` (dashboard), `/tokenlens/feed.json`, and everything else relayed
-upstream. The lifespan owns the relay's connection pool (`Upstream`), the pooled
-`httpx.AsyncClient` for background calls, the policy file poller
-and the background jobs. This module and everything it imports stay light: no prefect,
-pandas, pyarrow or flows (a test checks `sys.modules`), so the server starts in about a
-second.
+upstream. The lifespan owns the one aiohttp session to the upstream (relayed requests and
+background calls), the policy file poller and the background jobs. This module and
+everything it imports stay light: no prefect, pandas, pyarrow or flows (a test checks
+`sys.modules`), so the server starts in about a second.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio.to_thread
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -29,10 +27,12 @@ from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
 from tokenlens.proxy.handler import Handler, ProxyState
 from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.relay import error_response
+from tokenlens.proxy.server import header_problem
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
 from tokenlens.proxy.stats import ProxyStats
-from tokenlens.proxy.upstream import Upstream
+from tokenlens.proxy.upstream import open_session, outbound_proxy
 
 log = logging.getLogger("tokenlens.proxy")
 
@@ -91,17 +91,16 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
-            follow_redirects=False,
+        session = open_session(
+            read_timeout_s=settings.upstream_timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            proxy=outbound_proxy(settings.upstream_base),
         )
-        upstream = Upstream(settings.upstream_base, timeout_s=settings.upstream_timeout_s)
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
         shadow = None
         if settings.judge:
             shadow = ShadowJudge(
-                client=client,
+                session=session,
                 upstream=settings.upstream_base,
                 stats=stats,
                 factory=judge_factory
@@ -115,9 +114,8 @@ def create_app(
             stats=stats,
             store=store,
             compressor=compressor or default_compressor(),
-            client=client,
+            session=session,
             background=background,
-            upstream=upstream,
             shadow=shadow,
         )
         if state.compressing:
@@ -132,8 +130,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
             await background.aclose()
-            await upstream.aclose()
-            await client.aclose()
+            await session.close()
 
     async def dashboard(request: Request) -> Response:
         feed = build_feed(request.app.state.proxy)
@@ -157,10 +154,16 @@ class ProxyApp(Starlette):
     """Starlette for the dashboard and lifespan; relayed paths skip the router entirely.
 
     Every path outside `/tokenlens` goes straight to the relay handler: the middleware
-    stack and route matching would only add latency to every proxied call.
+    stack and route matching would only add latency to every proxied call. Requests whose
+    headers exceed the limits get `431` before anything else (`server.header_problem`).
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = header_problem(scope["headers"], self.state.proxy.settings)
+            if problem is not None:
+                await error_response(431, "invalid_request_error", problem)(scope, receive, send)
+                return
         path = scope.get("path", "")
         ours = path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")
         if scope["type"] == "http" and not ours:

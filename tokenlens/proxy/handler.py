@@ -5,20 +5,27 @@ bytes received, unparsed. Any failure of ours (a codec crash, a slow arm, a body
 cannot re-encode, an upstream that rejects the compressed body) forwards the original
 instead and counts a fail-open. Nothing of a prompt or a key is ever logged: log lines
 carry classes, arms, statuses and exception *types* only.
+
+Towards the upstream the proxy behaves as the upstream would towards its client: a
+client that leaves cancels the upstream call (`relay.ClientWatch`), and an upstream
+answer that breaks off reaches the client broken, never cleanly ended (`relay.StreamRelay`).
+
+Why one module past 400 lines: the request's story (read, plan, forward, relay, follow
+up) reads top-down in one place; the wire-level pieces live in `relay`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-import httpx
+import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -32,12 +39,14 @@ from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import ShadowJudge
 from tokenlens.proxy.stats import ProxyStats
-from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS, Upstream, UpstreamResponse
+from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS
 
 log = logging.getLogger("tokenlens.proxy")
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+#: A count_tokens call that failed in any of these ways is a measure failure, not a crash.
+_MEASURE_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, ValueError, AttributeError)
 _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 #: What the relay answers with: a whole response, or a body relayed as it arrives.
 Reply = Response | relay.BufferedReply | relay.StreamRelay
@@ -51,10 +60,9 @@ class ProxyState:
     stats: ProxyStats
     store: PolicyStore | None
     compressor: Compressor
-    client: httpx.AsyncClient
+    #: The one HTTP client to the upstream: relayed requests and background calls.
+    session: aiohttp.ClientSession
     background: BackgroundWork
-    #: The relay's own pool (the hot path); `client` serves background calls.
-    upstream: Upstream
     shadow: ShadowJudge | None = None
 
     @property
@@ -105,6 +113,13 @@ async def _chain(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator
         yield chunk
 
 
+async def _then(body: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """`body`, then `done()` once it has been read to the end."""
+    async for chunk in body:
+        yield chunk
+    done()
+
+
 def _has_body(request: Request) -> bool:
     headers = request.headers
     return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
@@ -119,20 +134,39 @@ class Handler:
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
-        response = await self(Request(scope, receive))
-        await response(scope, receive, send)
+        watch = relay.ClientWatch(receive)
+        try:
+            response = await self(Request(scope, receive), watch)
+            await response(scope, receive, send)
+        except asyncio.CancelledError:
+            if not watch.gone:
+                raise
+            # The client left: its request (and any upstream call for it) was cancelled.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.state.stats.client_gone += 1
+            log.debug("client left; upstream request cancelled")
+        finally:
+            watch.stop()
 
-    async def __call__(self, request: Request) -> Reply:
+    async def __call__(self, request: Request, watch: relay.ClientWatch) -> Reply:
         stats = self.state.stats
         path = request.scope["path"]
         try:
             if request.method == "POST" and path == MESSAGES_PATH:
                 stats.requests["messages"] += 1
-                return await self._messages(request)
+                return await self._messages(request, watch)
             stats.requests[route_kind(path)] += 1
             streamed = _has_body(request)
-            content: bytes | AsyncIterator[bytes] = request.stream() if streamed else b""
-            return await self._forward(request, content, keep_length=streamed, plan=None)
+            content: bytes | AsyncIterator[bytes] = b""
+            if streamed:
+                content = _then(request.stream(), watch.start)
+            else:
+                watch.start()
+            return await self._forward(
+                request, content, keep_length=streamed, plan=None, watch=watch
+            )
         except ClientDisconnect:
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
@@ -143,16 +177,25 @@ class Handler:
 
     # --- Messages -----------------------------------------------------------------
 
-    async def _messages(self, request: Request) -> Reply:
+    async def _messages(self, request: Request, watch: relay.ClientWatch) -> Reply:
         settings = self.state.settings
         body, rest = await read_bounded(request, settings.max_body_bytes)
         if rest is not None:
             self.state.stats.passthrough["too_large"] += 1
-            return await self._forward(request, rest, keep_length=True, plan=None)
+            content = _then(rest, watch.start)
+            return await self._forward(request, content, keep_length=True, plan=None, watch=watch)
+        watch.start()
         if not self.state.compressing:
-            return await self._forward(request, body, keep_length=False, plan=None)
-        plan = await self._plan(request, body)
-        response = await self._forward(request, plan.content, keep_length=False, plan=plan)
+            return await self._forward(request, body, keep_length=False, plan=None, watch=watch)
+        try:
+            plan = await self._plan(request, body)
+        except Exception as exc:  # whatever broke in our codec path: send what the client sent
+            self.state.stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            log.warning("compression path failed (%s); forwarding the original", type(exc).__name__)
+            plan = Plan(content=body)
+        response = await self._forward(
+            request, plan.content, keep_length=False, plan=plan, watch=watch
+        )
         if plan.compressed and response.status_code == 400:
             # The upstream refused what we made of the request: send what the client sent.
             self.state.stats.fail_opens["upstream_rejected"] += 1
@@ -164,7 +207,8 @@ class Handler:
                 await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
-            return await self._forward(request, body, keep_length=False, plan=fallback)
+            watch.start()  # again: reading the refusal whole stopped it
+            return await self._forward(request, body, keep_length=False, plan=fallback, watch=watch)
         return response
 
     async def _plan(self, request: Request, raw: bytes) -> Plan:
@@ -242,6 +286,7 @@ class Handler:
         *,
         keep_length: bool,
         plan: Plan | None,
+        watch: relay.ClientWatch,
     ) -> Reply:
         state = self.state
         stats = state.stats
@@ -251,10 +296,17 @@ class Handler:
         query: bytes = scope.get("query_string", b"")
         if query:
             target += b"?" + query
+        method: str = scope["method"]
         headers = relay.request_headers(scope["headers"], keep_length=keep_length)
         started = time.perf_counter()
         try:
-            upstream = await state.upstream.send(scope["method"], target, headers, content)
+            upstream = await state.session.request(
+                method,
+                relay.upstream_url(self.upstream, target),
+                headers=headers,
+                data=content or None,
+                allow_redirects=False,
+            )
         except TIMEOUT_ERRORS as exc:
             stats.upstream_unreachable += 1
             log.warning("upstream timed out (%s)", type(exc).__name__)
@@ -266,14 +318,21 @@ class Handler:
                 502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
             )
         status = upstream.status
+        if status < 200:  # aiohttp skips interim answers: this is an unasked protocol switch
+            upstream.close()
+            stats.upstream_unreachable += 1
+            log.warning("upstream answered %d to a plain request", status)
+            return relay.error_response(
+                502, "api_error", f"tokenlens proxy: upstream answered {status} unasked"
+            )
         stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
-        out_headers = relay.response_headers(upstream.headers)
+        out_headers = relay.response_headers(upstream.raw_headers)
         if plan is not None:
             out_headers += plan.extra_headers
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s %s -> %d class=%s arm=%s %.1fms",
-                scope["method"],
+                method,
                 route_kind(path),  # never the path itself: it is client text
                 status,
                 (plan.task_class or "-") if plan else "-",
@@ -295,13 +354,23 @@ class Handler:
             and length.isdigit()
             and (int(length) <= relay.BUFFER_LIMIT)
         ):
+            chunks: list[bytes] = []
             try:
-                raw = b"".join([chunk async for chunk in upstream.aiter_raw()])
+                reader = upstream.content
+                while chunk := await reader.readany():
+                    chunks.append(chunk)
             except UPSTREAM_ERRORS as exc:
-                log.warning("upstream body failed (%s)", type(exc).__name__)
-                return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
-            finally:
-                await upstream.aclose()
+                # Broke off or stalled: the client gets what came, then a broken connection,
+                # as from the upstream itself (never a clean end, never a made-up status).
+                upstream.close()
+                stats.upstream_broken += 1
+                log.warning(
+                    "upstream answer broke off (%s); aborting the client's", type(exc).__name__
+                )
+                return relay.StreamRelay(relay.broken(chunks), status, out_headers)
+            upstream.release()
+            raw = b"".join(chunks)
+            watch.stop()  # the answer is whole: sending it needs no watching
             after = None
             if path == MESSAGES_PATH and status == 200:
                 state.background.hold()
@@ -316,29 +385,33 @@ class Handler:
         ):
             tap = relay.SseTap(capture_text=bool(plan and plan.judge))
             state.background.hold()
-        return relay.StreamRelay(
-            self._relay_stream(upstream, tap, plan), status, out_headers, upstream.abort
-        )
+        return relay.StreamRelay(self._relay_stream(upstream, tap, plan), status, out_headers)
 
     async def _relay_stream(
-        self, upstream: UpstreamResponse, tap: relay.SseTap | None, plan: Plan | None
+        self, upstream: aiohttp.ClientResponse, tap: relay.SseTap | None, plan: Plan | None
     ) -> AsyncGenerator[bytes, None]:
-        """Relay upstream chunks the moment they arrive; tap them without holding them."""
+        """Relay upstream chunks the moment they arrive; tap them without holding them.
+
+        Raises BrokenAnswer when the upstream breaks off or stalls mid-answer, so the
+        client's answer breaks too (see `relay.StreamRelay`).
+        """
         finished = False
         try:
-            async for chunk in upstream.aiter_raw():
+            reader = upstream.content
+            while chunk := await reader.readany():
                 if tap is not None:
                     tap.feed(chunk)
                 yield chunk
             finished = True
         except UPSTREAM_ERRORS as exc:
-            if upstream.aborted:
-                log.debug("client left mid-stream; upstream answer abandoned")
-            else:
-                log.warning("upstream stream broke off (%s)", type(exc).__name__)
+            self.state.stats.upstream_broken += 1
+            log.warning("upstream answer broke off (%s); aborting the client's", type(exc).__name__)
+            raise relay.BrokenAnswer from exc
         finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
+            if finished:
+                upstream.release()
+            else:  # cut short (error, or the client left): this connection is not reusable
+                upstream.close()
             if tap is not None:
                 if finished:
                     self._after(tap.usage, tap.text if tap.complete else None, plan)
@@ -396,13 +469,14 @@ class Handler:
         counts: list[int] = []
         for body in (original, sent):
             try:
-                response = await self.state.client.post(
+                async with self.state.session.post(
                     self.upstream + COUNT_TOKENS_PATH,
-                    json=relay.count_body(body),
-                    headers=headers,
-                )
-                value = response.json().get("input_tokens") if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                    data=json.dumps(relay.count_body(body)).encode(),
+                    headers={**headers, "content-type": "application/json"},
+                ) as response:
+                    answer = await response.read()
+                value = json.loads(answer).get("input_tokens") if response.status == 200 else None
+            except _MEASURE_ERRORS as exc:
                 log.warning("count_tokens failed (%s)", type(exc).__name__)
                 value = None
             if not isinstance(value, int):
