@@ -47,9 +47,15 @@ def word_cost(word: str) -> int:
     return estimate_tokens(" " + word)
 
 
-def apply_prune(text: str, rate: float, question: str | None = None) -> str:
-    """Keep about `rate` of the eligible blocks' tokens (see module docstring)."""
-    blocks = segment(text)
+def apply_prune(
+    text: str, rate: float, question: str | None = None, *, blocks: list[Block] | None = None
+) -> str:
+    """Keep about `rate` of the eligible blocks' tokens (see module docstring).
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
+    if blocks is None:
+        blocks = segment(text)
     lines_of = {i: split_lines(b.text) for i, b in enumerate(blocks) if b.eligible}
     if not lines_of:
         return text

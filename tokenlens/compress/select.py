@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tokenlens.compress import lexicon
-from tokenlens.compress.blocks import segment
+from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.rewrite import ending_of, rebuild
 from tokenlens.tokens import estimate_tokens
 
@@ -45,9 +45,15 @@ def sentences(paragraph: str) -> list[str]:
     return [s for s in _SENTENCE_SPLIT.split(flat) if s.strip()]
 
 
-def apply_select(text: str, rate: float, question: str | None = None) -> str:
-    """Keep about `rate` of the eligible blocks' tokens, best sentences first."""
-    blocks = segment(text)
+def apply_select(
+    text: str, rate: float, question: str | None = None, *, blocks: list[Block] | None = None
+) -> str:
+    """Keep about `rate` of the eligible blocks' tokens, best sentences first.
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
+    if blocks is None:
+        blocks = segment(text)
     eligible = [i for i, block in enumerate(blocks) if block.eligible]
     if not eligible:
         return text
