@@ -96,50 +96,55 @@ def counted(blocks: Sequence[Block]) -> list[Block]:
 def segment(text: str) -> list[Block]:
     """Cut `text` into typed blocks whose concatenation is `text`, byte for byte.
 
-    Lines that can open a block (fences, blank lines, headings, tag lines) are found and
-    typed first; the runs of lines between them are paragraphs, classified as a whole.
+    Lines that open a block (blank lines, fences, headings, tag lines) are found and typed
+    first; the runs of lines between them are paragraphs, classified as a whole.
     """
     lines = text.splitlines(keepends=True)
     n = len(lines)
-    openers = _opening_lines(lines)
-    starters = sorted(openers)
-    fences = [
-        i for i in starters if isinstance(openers[i], re.Match) and openers[i].re is _FENCE_OPEN
-    ]
+    openers, fences = _opening_lines(lines)
+    starters = list(openers)  # in line order
+    get = openers.get
     blocks: list[Block] = []
+    append = blocks.append
     i = 0
     while i < n:
-        opener = openers.get(i)
+        opener = get(i)
         if opener is _BLANK_LINE:
             end = i + 1
-            while openers.get(end) is _BLANK_LINE:
+            while get(end) is _BLANK_LINE:
                 end += 1
-            blocks.append(Block(BLANK, "".join(lines[i:end])))
+            append(Block(BLANK, lines[i] if end == i + 1 else "".join(lines[i:end])))
             i = end
-        elif opener is _HEADING_LINE:
-            blocks.append(Block("heading", lines[i]))
-            i += 1
-        elif opener is None or (opener.re is _FENCE_OPEN and _is_false_fence(opener)):
+        elif opener is None or opener is _FALSE_FENCE:
             following = bisect_right(starters, i)
             end = starters[following] if following < len(starters) else n
-            blocks.extend(_split_paragraph(lines[i:end]))
+            paragraph = lines[i:end]
+            body = "".join(paragraph)
+            if "|" in body:  # may hold a table (its delimiter row has a pipe)
+                blocks.extend(_split_paragraph(paragraph))
+            else:
+                append(Block(_classify(body, paragraph), body))
             i = end
-        elif opener.re is _FENCE_OPEN:
+        elif opener is _HEADING_LINE:
+            append(Block("heading", lines[i]))
+            i += 1
+        elif isinstance(opener, str):  # a tag line, typed "html" or "tag"
+            append(Block(opener, lines[i]))
+            i += 1
+        else:
             end = _fence_end(lines, fences, i, opener.group(1))
             info = opener.group(2).strip().split()
-            lang = info[0].lower() if info else ""
-            blocks.append(Block("fence", "".join(lines[i:end]), lang))
+            append(Block("fence", "".join(lines[i:end]), info[0].lower() if info else ""))
             i = end
-        else:  # a tag line
-            kind = "html" if opener.group(2).lower() in _HTML_TAGS else "tag"
-            blocks.append(Block(kind, lines[i]))
-            i += 1
     return blocks
 
 
-#: Markers of `_opening_lines` for the two kinds that need no match object.
+#: Characters other than "\n" at which `splitlines` breaks a line.
+_OTHER_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: Values of `_opening_lines` that need no match object.
 _BLANK_LINE = object()
 _HEADING_LINE = object()
+_FALSE_FENCE = object()
 
 
 def newline_breaks_only(text: str, line_count: int | None = None) -> bool:
@@ -151,18 +156,23 @@ def newline_breaks_only(text: str, line_count: int | None = None) -> bool:
     `line_count` is ``len(text.splitlines())`` when the caller has it.
     """
     if line_count is None:
+        if not any(char in text for char in _OTHER_BREAKS):
+            return True
         line_count = len(text.splitlines())
     return line_count == text.count("\n") + (not text.endswith("\n") and bool(text))
 
 
-def _opening_lines(lines: Sequence[str]) -> dict[int, Any]:
-    """Line index -> what it opens, for every line that ends a paragraph before it.
+def _opening_lines(lines: Sequence[str]) -> tuple[dict[int, Any], list[int]]:
+    """Every line that ends the paragraph above it, with what it opens; and the fence lines.
 
-    The value is `_BLANK_LINE`, `_HEADING_LINE`, a `_FENCE_OPEN` match or a `_TAG_LINE`
-    match. The four are told apart by the first non-blank character, which also rules
-    out almost every other line with one cheap test.
+    Values: `_BLANK_LINE`, `_HEADING_LINE`, a tag line's kind (``html`` or ``tag``), a
+    `_FENCE_OPEN` match, or `_FALSE_FENCE`: a ```` ```a`b ```` line (a backtick in a
+    backtick fence's info string) is no fence, yet ends a paragraph like one. The kinds
+    are told apart by the first non-blank character, which also rules out almost every
+    other line with one cheap test.
     """
     found: dict[int, Any] = {}
+    fences: list[int] = []
     for i, line in enumerate(lines):
         head = line.lstrip()[:1]
         if head not in "`~#<":  # ("" is in it: a blank line)
@@ -174,24 +184,20 @@ def _opening_lines(lines: Sequence[str]) -> dict[int, Any]:
                 found[i] = _HEADING_LINE
         elif head == "<":
             if tag := _TAG_LINE.match(line):
-                found[i] = tag
+                found[i] = "html" if tag.group(2).lower() in _HTML_TAGS else "tag"
         elif fence := _FENCE_OPEN.match(line.rstrip("\r\n")):
-            found[i] = fence
-    return found
-
-
-def _is_false_fence(fence: re.Match[str]) -> bool:
-    """```` ```a`b ```` is no fence (a backtick in a backtick fence's info string)...
-
-    ...yet, like a fence, it ends the paragraph above it.
-    """
-    return fence.group(1)[0] == "`" and "`" in fence.group(2)
+            if fence.group(1)[0] == "`" and "`" in fence.group(2):
+                found[i] = _FALSE_FENCE  # (cannot close a fence either: a closer has no info)
+            else:
+                found[i] = fence
+                fences.append(i)
+    return found, fences
 
 
 def _fence_end(lines: Sequence[str], fences: Sequence[int], start: int, opener: str) -> int:
     """Index after the closing fence (or the end of text for an unclosed fence).
 
-    A closing fence also matches `_FENCE_OPEN`, so only the `fences` lines are tried.
+    A closing fence is a line `_opening_lines` lists in `fences`: only those are tried.
     """
     closer = _closer(opener[0], len(opener))
     for k in range(bisect_right(fences, start), len(fences)):
