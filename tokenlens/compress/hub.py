@@ -132,6 +132,7 @@ def connect_error(host: str, port: int, timeout: float) -> str | None:
 def _go_offline() -> None:
     """Offline mode for huggingface_hub, whether or not it is imported yet."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:
+    if "huggingface_hub.constants" in sys.modules:  # read at its import: set it too
+        from huggingface_hub import constants
+
         constants.HF_HUB_OFFLINE = True
