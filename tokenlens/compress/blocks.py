@@ -59,6 +59,14 @@ _HTML_TAG = re.compile(r"<(/?)([A-Za-z][\w-]*)[\s>/]")
 _SPECIAL_LINE = re.compile(
     "^(?:" + "|".join(p.pattern[1:] for p in (_DIFF_LINE, _TRACE_LINE, _LOG_LINE)) + ")"
 )
+#: Matches every line that one of the line-start tests below could match (special lines,
+#: indented code, quotes, list items, code starts): a paragraph where no line does is
+#: decided by the remaining three tests.
+_ANY_HEAD = re.compile(
+    "^(?:"
+    + "|".join(p.pattern[1:] for p in (_SPECIAL_LINE, _QUOTE, _LIST_ITEM, _CODE_START))
+    + "|    |\t)"
+)
 _SYMBOLS = re.compile(r"[{}\[\]<>=;$\\|]")
 
 
@@ -266,6 +274,15 @@ def _classify(text: str, lines: Sequence[str]) -> str:
             return "code"
         return "json"
     needed = n + (n == 1)
+    if not any(_ANY_HEAD.match(line) for line in lines):  # the usual prose paragraph
+        if "<" in stripped:
+            tags = _HTML_TAG.findall(stripped)
+            if len(tags) >= 2 and any(name.lower() in _HTML_TAGS for _, name in tags):
+                return "html"
+        codey = sum(1 for line in lines if _ends_like_code(line))
+        if codey * 2 >= needed or len(_SYMBOLS.findall(stripped)) / len(stripped) > 0.12:
+            return "code"
+        return "prose"
     if any(_SPECIAL_LINE.match(line) for line in lines):  # a diff, trace or log line
         if any(_DIFF_LINE.match(line) for line in lines):
             return "diff"
