@@ -1,9 +1,11 @@
 """Every model-free rung's exact output, pinned by hash: speed work must not change a byte.
 
 The digests in ``data/golden_ladder.json`` were computed from the ladder as it was before
-the hot path was optimised. Each arm's digest covers, over a fixed corpus (the starter
-set, the ladder fixtures, CRLF copies of them and a few hundred seeded random documents
-mixing every block kind), the output text, token counts and block counts of
+the hot path was optimised. Each arm's digest covers, over a fixed corpus (a frozen copy
+of the 35-task starter set, ``data/golden_tasks.jsonl``, so that editing the live task
+set does not move the pins; the ladder fixtures; CRLF copies of them; a few hundred
+seeded random documents mixing every block kind), the output text, token counts and
+block counts of
 `compress_text`, and the body and counts of `compress_request` on each task as a
 two-block and as a one-piece request. The segmentation (kinds and texts) is pinned too.
 
@@ -27,9 +29,9 @@ from tokenlens.compress import Arm, compress_request, compress_text
 from tokenlens.compress.blocks import segment
 from tokenlens.tasks import load_tasks
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden_ladder.json"
+GOLDEN_TASKS = DATA / "golden_tasks.jsonl"  # the starter set as of the pins (35 tasks)
 ARMS = (
     "control",
     "safe",
@@ -117,7 +119,7 @@ def _random_documents(count: int, seed: int = 20240501) -> list[str]:
 
 def corpus() -> list[tuple[str, str | None]]:
     """(text, question) pairs every arm runs on."""
-    tasks = load_tasks(ROOT / "tasks_data" / "starter.jsonl") + load_tasks(DATA / "tasks.jsonl")
+    tasks = load_tasks(GOLDEN_TASKS) + load_tasks(DATA / "tasks.jsonl")
     pairs: list[tuple[str, str | None]] = []
     for task in tasks:
         pairs.append((task.context, task.question))
@@ -130,7 +132,7 @@ def corpus() -> list[tuple[str, str | None]]:
 
 def bodies() -> list[dict[str, Any]]:
     """Request bodies: each task as built for calibration, and as one-piece live traffic."""
-    tasks = load_tasks(ROOT / "tasks_data" / "starter.jsonl") + load_tasks(DATA / "tasks.jsonl")
+    tasks = load_tasks(GOLDEN_TASKS) + load_tasks(DATA / "tasks.jsonl")
     out: list[dict[str, Any]] = []
     for task in tasks:
         body = task.to_request(model="m", max_tokens=64)
