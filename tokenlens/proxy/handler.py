@@ -249,7 +249,9 @@ class Handler:
         if outcome.fail_open is not None or result is None:
             stats.fail_opens[outcome.fail_open or "error"] += 1
             return plan
-        if result.compressed_tokens >= result.original_tokens:
+        if not getattr(result, "rewritten", True) or (
+            result.compressed_tokens >= result.original_tokens
+        ):
             stats.passthrough["no_gain"] += 1
             return plan
         try:
