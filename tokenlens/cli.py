@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from tokenlens.errors import TokenLensError
 
 #: Subcommand modules, in the order `--help` lists them.
-COMMANDS: tuple[str, ...] = ("tasks", "calibrate", "bench", "serve")
+COMMANDS: tuple[str, ...] = ("tasks", "calibrate", "bench", "serve", "classify")
 
 
 def build_parser() -> argparse.ArgumentParser:
