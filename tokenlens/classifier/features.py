@@ -9,11 +9,11 @@ the *set* of its slots, weighted 1 and scaled to unit length, as scikit-learn's
 `HashingVectorizer(binary=True, norm="l2")` would.
 
 What is read, bounded so a 10 MB prompt costs the same as a 10 KB one:
-* the question (the text the compressor never touches): its first two words ("how
-  many"), its length and punctuation, and how often each cue family of the hand-written
-  rules occurs in it ("summarize", "how much", "exactly", "json", ...). Its other words
-  are left out on purpose: on the starter set they let the model learn topics instead
-  of task shapes (cross-validated, the wrong labels came earlier with them);
+* the question (the text the compressor never touches): its words, its first two words
+  ("how many"), its length and punctuation, and how often each cue family of the
+  hand-written rules occurs in it ("summarize", "how much", "exactly", "json", ...).
+  Word pairs were tried and left out: cross-validated, they made wrong labels come at
+  higher confidence;
 * the system prompt's words (first `SYSTEM_CHARS`);
 * the shape of the conversation: how many earlier turns;
 * the shape of the context (first `CONTEXT_SCAN_CHARS` plus its total length): code fences,
@@ -44,7 +44,7 @@ QUESTION_CHARS = 2_000
 SYSTEM_CHARS = 1_000
 CONTEXT_SCAN_CHARS = 3_000
 
-_WORD = re.compile(r"[a-z]+|\d+")
+_WORD = re.compile(r"[a-z]+")
 #: One pass over the context's lines: each alternative names the shape it counts. The
 #: leading newline (not `^` with MULTILINE) lets the regex engine jump from line to line.
 _LINE_SHAPES = re.compile(
@@ -78,11 +78,12 @@ def feature_names(body: Mapping[str, Any]) -> set[str]:
     question, context = found.question[:QUESTION_CHARS], found.context
     names: set[str] = {f"turns:{_bucket(found.turns)}", f"rule:{decide(found)}"}
 
-    words = ["0" if w[0].isdigit() else w for w in _WORD.findall(question[:80].lower())[:2]]
+    words = _WORD.findall(question.lower())
+    names.update(f"q:{w}" for w in words)
     if words:
         names.add(f"q0:{words[0]}")
-        names.add(f"q01:{'_'.join(words)}")
-    names.add(f"qlen:{_bucket(len(question.split()))}")
+        names.add(f"q01:{'_'.join(words[:2])}")
+    names.add(f"qlen:{_bucket(len(words))}")
     names.add(f"q?:{_bucket(question.count('?'))}")
     if question.rstrip().endswith("?"):
         names.add("q:ends?")
@@ -93,7 +94,7 @@ def feature_names(body: Mapping[str, Any]) -> set[str]:
     if found.system:
         names.add("sys:yes")
         text = found.system[:SYSTEM_CHARS].lower()
-        names.update(f"s:{w}" for w in _WORD.findall(text) if not w[0].isdigit())
+        names.update(f"s:{w}" for w in _WORD.findall(text))
 
     names.add(f"clen:{_bucket(len(context) // 256)}")
     scan = context[:CONTEXT_SCAN_CHARS]
