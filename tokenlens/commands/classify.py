@@ -43,7 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rules", action="store_true", help="evaluate the hand-written rules instead"
     )
     parser.add_argument(
-        "--folds", type=int, default=None, help="k for k-fold by task (default 5; ≥ tasks: LOO)"
+        "--folds",
+        type=int,
+        default=None,
+        help="k for k-fold by task (default 5; k ≥ number of tasks: leave-one-out). With "
+        "--eval: the evaluation's folds; with --fit: the folds the threshold is chosen on",
     )
     parser.add_argument(
         "--max-wrong",
@@ -144,11 +148,12 @@ def _evaluate(
         return evaluate(how, [true[i] for i in unseen], labels, latency_ms(kept, bundle, known))
 
     # Fitted on this very file (or about to be): cross-validate, refitting per fold.
-    k = min(folds or (bundle.fit.folds if bundle else fitting.DEFAULT_FOLDS), len(tasks))
+    k = min(folds or fitting.DEFAULT_FOLDS, len(tasks))
+    inner = bundle.fit.folds if bundle is not None else fitting.DEFAULT_FOLDS
     if bundle is not None:
         options = {"c": bundle.fit.c, "max_wrong": bundle.fit.max_wrong, **options}
-    labels = fitting.cross_validated_labels(tasks, folds=k, **options)
-    shipped = bundle or fitting.fit_bundle(tasks, folds=k, **options)
+    labels = fitting.cross_validated_labels(tasks, folds=k, inner_folds=inner, **options)
+    shipped = bundle or fitting.fit_bundle(tasks, folds=inner, **options)
     how = (
         f"cross-validated ({_folds_text(k, len(tasks))}): the classifier is fitted on this "
         "file, so each task is labelled by a model and threshold fitted without it"
