@@ -106,7 +106,7 @@ def test_a_bad_bundle_is_rejected_with_where_and_what(
         load_bundle(policy_without)
 
 
-def test_the_proxy_loads_numpy_only_when_a_bundle_scores_and_never_sklearn(
+def test_the_proxy_loads_numpy_only_with_a_bundle_and_never_sklearn(
     tmp_path: Path, starter_bundle: ClassifierBundle
 ) -> None:
     path = tmp_path / "bundle.json"
