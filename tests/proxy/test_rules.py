@@ -109,6 +109,7 @@ def test_rules_read_shape_and_wording() -> None:
         "numeric-reasoning"
     )
     assert rule_class(messages_body("Who manages region 7?")) == "extraction"
+    assert rule_class(messages_body("SUMMARIZE THE REPORT, TL;DR.")) == "summarization"
 
 
 def _summary_bundle(threshold: float) -> ClassifierBundle:
