@@ -51,6 +51,19 @@ def test_confusion_uses_the_labels_the_classifier_gives(
     assert sum(row.get(UNSURE, 0) for row in matrix.values()) == 5
 
 
+def test_calibration_confusion_covers_held_out_and_shipped_labels(
+    starter_tasks: list[CalibrationTask],
+) -> None:
+    tasks = starter_tasks[::2]
+    shipped = fitting.fit_bundle(tasks)
+    matrix = fitting.calibration_confusion(tasks, shipped)
+    # every task counted twice: once cross-validated, once by the shipped bundle
+    assert sum(sum(row.values()) for row in matrix.values()) == 2 * len(tasks)
+    for task in tasks:
+        label = shipped.predict(task.to_request(model="x")).label
+        assert matrix[task.task_class].get(label or UNSURE, 0) > 0
+
+
 def test_safe_arm_is_the_gentlest_chosen_arm_certified_for_all() -> None:
     certified = {"a": [SAFE, MINIFY, P7, P5], "b": [SAFE, MINIFY, P7], "c": [SAFE]}
     chosen = {"a": P5, "b": P7, "c": SAFE}

@@ -208,11 +208,11 @@ def test_settings_reject_nonsense() -> None:
 
 
 def test_rules_on_the_bundled_starter_set() -> None:
-    """In-sample (the rules were tuned on this set): a regression guard, not an accuracy claim.
-
-    At the time of writing the rules get 25 of 35 right; classes the rules miss fall back to
-    whatever entry they land on, and applications can always send `x-tokenlens-class`.
-    """
+    """A regression guard, not an accuracy claim: the rules are only the fallback for a
+    policy without a learned classifier, and they name a wrong class far too often (at the
+    time of writing: 25 right, 9 wrong of the first 35 starter tasks, on which they were
+    tuned; 69 right, 52 wrong of all 140). `tokenlens classify --eval FILE --rules` prints
+    the figures; the learned classifier's are in the README."""
     from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
 
     tasks = load_tasks(DEFAULT_TASKS_PATH)
@@ -220,7 +220,7 @@ def test_rules_on_the_bundled_starter_set() -> None:
         classify(task.to_request(model="m"), None, KNOWN_CLASSES).task_class == task.task_class
         for task in tasks
     )
-    assert right >= 0.6 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
+    assert right >= 0.45 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
 
 
 def test_an_outbound_proxy_variable_the_relay_ignores_is_named() -> None:

@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from tokenlens.classifier.bundle import ClassifierBundle, FitSummary, task_digest
 from tokenlens.classifier.features import N_FEATURES, hashed
 from tokenlens.errors import TaskFileError
+from tokenlens.routing import Confusion, confusion, merge
 from tokenlens.tasks import CalibrationTask
 
 #: Regularisation strength, picked once by 5-fold cross-validation on the 140-task starter
@@ -228,3 +229,27 @@ def cross_validated_labels(
         for index in test:
             out[index] = bundle.predict(tasks[index].to_request(model=_MODEL)).label
     return out
+
+
+def calibration_confusion(
+    tasks: Sequence[CalibrationTask],
+    shipped: ClassifierBundle,
+    *,
+    folds: int = DEFAULT_FOLDS,
+) -> Confusion:
+    """Where requests of each true class may land: what routing must be safe for.
+
+    The cross-validated labels (`cross_validated_labels`, with the shipped bundle's C and
+    wrong-rate target) stand for requests the classifier never saw; the shipped bundle's
+    own labels cover every place it sends the calibration tasks themselves. Their cell-wise
+    sum is the matrix `tokenlens.routing.arms_by_prediction` takes.
+    """
+    options = {"c": shipped.fit.c, "max_wrong": shipped.fit.max_wrong}
+    held_out = confusion(
+        tasks,
+        lambda ts: cross_validated_labels(
+            ts, folds=folds, inner_folds=shipped.fit.folds, **options
+        ),
+    )
+    own = confusion(tasks, lambda ts: [shipped.predict(body).label for body in task_bodies(ts)])
+    return merge(held_out, own)
