@@ -126,3 +126,24 @@ def test_the_proxy_loads_numpy_only_with_a_bundle_and_never_sklearn(
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"messages": "not a list"},
+        {"messages": [None, 5]},
+        {"messages": [{"role": "user", "content": 5}]},
+        {"system": {"odd": True}, "messages": [{"role": "user", "content": [{"text": 3}]}]},
+        {"system": [{"type": "text", "text": "Be brief."}], "messages": [{"content": "?"}]},
+    ],
+)
+def test_odd_bodies_are_classified_never_raise(
+    body: dict[str, object], starter_bundle: ClassifierBundle
+) -> None:
+    from tokenlens.proxy.classify import classify
+
+    found = classify(body, None, starter_bundle.classes, starter_bundle)
+    assert found.source in ("model", "default")
+    assert found == classify(body, None, starter_bundle.classes, starter_bundle)
