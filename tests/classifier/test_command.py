@@ -69,3 +69,11 @@ def test_bad_arguments_are_named(split: tuple[Path, Path, Path]) -> None:
         main(["classify", "--eval", fit_file, "--folds", "1"])
     with pytest.raises(SystemExit, match="--max-wrong 2"):
         main(["classify", "--eval", fit_file, "--max-wrong", "2"])
+
+
+def test_help_states_the_real_default(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenlens.classifier.fit import DEFAULT_MAX_WRONG
+
+    with pytest.raises(SystemExit):
+        main(["classify", "--help"])
+    assert f"(default {DEFAULT_MAX_WRONG:g}," in " ".join(capsys.readouterr().out.split())

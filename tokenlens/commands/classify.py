@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-wrong",
         type=float,
         default=None,
-        help="wrong-label rate the threshold aims for on held-out folds (default 0.05)",
+        help="wrong-label rate the threshold aims for on held-out folds (default 0.02, "
+        "fit.DEFAULT_MAX_WRONG: below the 5 %% goal, see the README)",
     )
     parser.set_defaults(func=run)
 
