@@ -224,7 +224,8 @@ class Handler:
             return Plan(content=raw)
         policy = state.store.policy if state.store is not None else None
         known = policy.classes.keys() if policy is not None else ()
-        found = classify(parsed, request.headers.get(CLASS_HEADER), known)
+        shipped = policy.classifier if policy is not None else None
+        found = classify(parsed, request.headers.get(CLASS_HEADER), known, shipped)
         task_class = found.task_class
         class_stats = stats.for_class(task_class)
         choice = choose_arm(
