@@ -103,3 +103,14 @@ def test_without_enough_tasks_to_fit_the_rules_are_measured_instead(routed) -> N
     few = [t for t in tasks if t.id.endswith(("-01", "-02"))]
     routing = route_policy(policy, curve, few)
     assert routing.how == "rules" and routing.policy.classifier is None
+
+
+def test_the_report_shows_policy_as_applied_next_to_the_verdicts(routed, tmp_path) -> None:
+    from tokenlens.report import write_report
+
+    _, grades, curve, _, routing = routed
+    rows = applied_retention(grades, routing.policy, routing.labels)
+    paths = write_report(routing.policy, curve, tmp_path, applied=rows)
+    for text in (paths.markdown.read_text(), paths.html.read_text()):
+        assert "Policy as applied" in text and "retention as applied" in text
+        assert "chat-history" in text and "–" in text  # an interval per class
