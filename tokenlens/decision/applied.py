@@ -25,7 +25,7 @@ import pandas as pd
 
 from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.compress.arms import Arm
-from tokenlens.decision.curve import ALL_CLASSES, ALPHA, Curve
+from tokenlens.decision.curve import ALL_CLASSES, ALPHA, TASK_RATIO_CAP, Curve
 from tokenlens.decision.grades import ClassGrades, prepare
 from tokenlens.formatting import arm_label
 from tokenlens.policy import Interval, Policy, PolicyEntry
@@ -244,7 +244,7 @@ def applied_retention(
             at = pairs.task == index[task]
             ref = float(pairs.reference[at].sum())
             if ref > 0:
-                values.append(float(pairs.comp[at].sum()) / ref)
+                values.append(min(float(pairs.comp[at].sum()) / ref, TASK_RATIO_CAP))
         n = len(cg.tasks)
         if missing or not values:
             note = "not measured: routed to " + ", ".join(sorted(map(arm_label, missing)))

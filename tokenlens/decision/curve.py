@@ -51,6 +51,12 @@ ALL_CLASSES = "__all__"
 MAX_NOISE_FLOOR = 0.10
 #: The rule's one-sided error: the chance of holding an arm that sits at the tolerance.
 ALPHA = 0.05
+#: A task's retention counts at most this much. Compression earns no credit (the seed's
+#: cap), but a task's ratio over ~3 replicates wobbles a few percent either way, so a cap
+#: at 1.0 would bias every lossless arm down; 1.1 (about two such wobbles) trims only the
+#: outliers a derailed *uncompressed* answer makes (90 over 30 reads as 300 %), which
+#: otherwise lift the mean of a harmful arm. Chosen by simulation (bench_simulation.py).
+TASK_RATIO_CAP = 1.1
 _EPS = 1e-12
 
 
@@ -157,7 +163,8 @@ def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: f
 def _task_ratios(pairs: ArmPairs, n: int) -> np.ndarray:
     reference = pairs.per_task(pairs.reference, n)
     keep = (pairs.counts(n) > 0) & (reference > 0)
-    return np.asarray(pairs.per_task(pairs.comp, n)[keep] / reference[keep], dtype=float)
+    ratios = pairs.per_task(pairs.comp, n)[keep] / reference[keep]
+    return np.asarray(np.minimum(ratios, TASK_RATIO_CAP), dtype=float)
 
 
 def _worst(pairs: ArmPairs, n: int) -> float:
