@@ -28,6 +28,8 @@ from tokenlens.proxy import relay
 from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.classify import CLASS_HEADER, classify
+from tokenlens.proxy.metrics import ProxyMetrics
+from tokenlens.proxy.observe import Observation, Observer
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import ShadowJudge
@@ -56,6 +58,8 @@ class ProxyState:
     #: The relay's own pool (the hot path); `client` serves background calls.
     upstream: Upstream
     shadow: ShadowJudge | None = None
+    #: Metrics and access log: every relayed request ends in `observer.finish`.
+    observer: Observer = field(default_factory=lambda: Observer(ProxyMetrics()))
 
     @property
     def compressing(self) -> bool:
@@ -119,43 +123,53 @@ class Handler:
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
-        response = await self(Request(scope, receive))
-        await response(scope, receive, send)
+        obs = Observation(route_kind(scope["path"]), scope["method"])
+        response = await self(Request(scope, receive), obs)
+        try:
+            await response(scope, receive, send)
+        finally:  # metrics and access log, once the answer has been sent (or broken off)
+            self.state.observer.finish(obs, response.status_code)
 
-    async def __call__(self, request: Request) -> Reply:
+    async def __call__(self, request: Request, obs: Observation | None = None) -> Reply:
         stats = self.state.stats
         path = request.scope["path"]
+        obs = obs or Observation(route_kind(path), request.method)
         try:
             if request.method == "POST" and path == MESSAGES_PATH:
                 stats.requests["messages"] += 1
-                return await self._messages(request)
+                return await self._messages(request, obs)
             stats.requests[route_kind(path)] += 1
             streamed = _has_body(request)
             content: bytes | AsyncIterator[bytes] = request.stream() if streamed else b""
-            return await self._forward(request, content, keep_length=streamed, plan=None)
+            return await self._forward(request, content, keep_length=streamed, plan=None, obs=obs)
         except ClientDisconnect:
+            obs.pass_through("client_disconnect")
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
+            obs.outcome, obs.reason = "proxy_error", f"error:{type(exc).__name__}"
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy error ({type(exc).__name__})"
             )
 
     # --- Messages -----------------------------------------------------------------
 
-    async def _messages(self, request: Request) -> Reply:
+    async def _messages(self, request: Request, obs: Observation) -> Reply:
         settings = self.state.settings
         body, rest = await read_bounded(request, settings.max_body_bytes)
         if rest is not None:
             self.state.stats.passthrough["too_large"] += 1
-            return await self._forward(request, rest, keep_length=True, plan=None)
+            obs.pass_through("too_large")
+            return await self._forward(request, rest, keep_length=True, plan=None, obs=obs)
         if not self.state.compressing:
-            return await self._forward(request, body, keep_length=False, plan=None)
-        plan = await self._plan(request, body)
-        response = await self._forward(request, plan.content, keep_length=False, plan=plan)
+            obs.pass_through("no_policy")
+            return await self._forward(request, body, keep_length=False, plan=None, obs=obs)
+        plan = await self._plan(request, body, obs)
+        response = await self._forward(request, plan.content, keep_length=False, plan=plan, obs=obs)
         if plan.compressed and response.status_code == 400:
             # The upstream refused what we made of the request: send what the client sent.
             self.state.stats.fail_opens["upstream_rejected"] += 1
+            obs.fail_open("upstream_rejected")
             log.warning(
                 "upstream rejected a compressed body (arm %s); resending original",
                 plan.arm.key if plan.arm else "?",
@@ -164,10 +178,10 @@ class Handler:
                 await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
-            return await self._forward(request, body, keep_length=False, plan=fallback)
+            return await self._forward(request, body, keep_length=False, plan=fallback, obs=obs)
         return response
 
-    async def _plan(self, request: Request, raw: bytes) -> Plan:
+    async def _plan(self, request: Request, raw: bytes, obs: Observation) -> Plan:
         state = self.state
         settings = state.settings
         stats = state.stats
@@ -177,6 +191,7 @@ class Handler:
             parsed = None
         if not isinstance(parsed, dict):
             stats.passthrough["not_json"] += 1
+            obs.pass_through("not_json")
             return Plan(content=raw)
         policy = state.store.policy if state.store is not None else None
         known = policy.classes.keys() if policy is not None else ()
@@ -192,26 +207,37 @@ class Handler:
         )
         arm = choice.arm
         stats.record_decision(task_class, found.source, arm.key if arm else None)
+        obs.task_class, obs.decided_by, obs.arm = (
+            task_class,
+            found.source,
+            arm.key if arm else "none",
+        )
         plan = Plan(content=raw, task_class=task_class, original=parsed)
+        obs.model = plan.model
         plan.extra_headers = _tag(task_class, None)
         if policy is not None:
             entry = policy.entry_for(task_class)
             plan.bar = entry.bar if entry.bar is not None else policy.tolerance
         if arm is None:
             stats.passthrough["no_arm"] += 1
+            obs.pass_through("no_arm")
             return plan
         outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+        obs.compress_ms = outcome.elapsed_ms
         result = outcome.result
         if outcome.fail_open is not None or result is None:
             stats.fail_opens[outcome.fail_open or "error"] += 1
+            obs.fail_open(outcome.fail_open or "error")
             return plan
         if result.compressed_tokens >= result.original_tokens:
             stats.passthrough["no_gain"] += 1
+            obs.pass_through("no_gain")
             return plan
         try:
             content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            obs.fail_open(f"error:{type(exc).__name__}")
             return plan
         stats.record_compression(
             task_class,
@@ -220,6 +246,7 @@ class Handler:
             result.compressed_tokens,
             outcome.elapsed_ms,
         )
+        obs.applied(result.original_tokens, result.compressed_tokens)
         plan.content = content
         plan.arm = arm
         plan.compressed = True
@@ -242,6 +269,7 @@ class Handler:
         *,
         keep_length: bool,
         plan: Plan | None,
+        obs: Observation,
     ) -> Reply:
         state = self.state
         stats = state.stats
@@ -257,15 +285,18 @@ class Handler:
             upstream = await state.upstream.send(scope["method"], target, headers, content)
         except TIMEOUT_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error("timeout")
             log.warning("upstream timed out (%s)", type(exc).__name__)
             return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
         except UPSTREAM_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error(f"unreachable:{type(exc).__name__}")
             log.warning("upstream unreachable (%s)", type(exc).__name__)
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
             )
         status = upstream.status
+        obs.upstream_ms = (time.perf_counter() - started) * 1000
         stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
         out_headers = relay.response_headers(upstream.headers)
         if plan is not None:
@@ -299,6 +330,7 @@ class Handler:
                 raw = b"".join([chunk async for chunk in upstream.aiter_raw()])
             except UPSTREAM_ERRORS as exc:
                 log.warning("upstream body failed (%s)", type(exc).__name__)
+                obs.upstream_error(f"body:{type(exc).__name__}")
                 return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
             finally:
                 await upstream.aclose()
@@ -317,11 +349,15 @@ class Handler:
             tap = relay.SseTap(capture_text=bool(plan and plan.judge))
             state.background.hold()
         return relay.StreamRelay(
-            self._relay_stream(upstream, tap, plan), status, out_headers, upstream.abort
+            self._relay_stream(upstream, tap, plan, obs), status, out_headers, upstream.abort
         )
 
     async def _relay_stream(
-        self, upstream: UpstreamResponse, tap: relay.SseTap | None, plan: Plan | None
+        self,
+        upstream: UpstreamResponse,
+        tap: relay.SseTap | None,
+        plan: Plan | None,
+        obs: Observation,
     ) -> AsyncGenerator[bytes, None]:
         """Relay upstream chunks the moment they arrive; tap them without holding them."""
         finished = False
@@ -336,6 +372,7 @@ class Handler:
                 log.debug("client left mid-stream; upstream answer abandoned")
             else:
                 log.warning("upstream stream broke off (%s)", type(exc).__name__)
+                obs.upstream_error(f"stream:{type(exc).__name__}")
         finally:
             with anyio.CancelScope(shield=True):
                 await upstream.aclose()

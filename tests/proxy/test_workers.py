@@ -1,0 +1,118 @@
+"""`tokenlens serve --workers 2`: two processes on one port, one set of numbers.
+
+Runs the real command in a scratch directory (its own TMPDIR, so the shared metrics folder
+can be seen and checked gone afterwards), sends N requests on fresh connections so both
+workers serve, then checks that `/metrics`, the dashboard feed and the access log each
+account for exactly N requests, whichever worker answers the scrape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokenlens.policy import write_policy
+from tokenlens.testing import FakeAnthropic
+
+from .conftest import KEY, free_port, messages_body, standard_policy
+
+N = 24
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_two_workers_share_one_port_and_one_set_of_numbers(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    write_policy(standard_policy(), tmp_path / "policy")
+    scratch_tmp = tmp_path / "tmp"
+    scratch_tmp.mkdir()
+    access = tmp_path / "access.jsonl"
+    port = free_port()
+    env = {**os.environ, "TMPDIR": str(scratch_tmp), "PYTHONUNBUFFERED": "1"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tokenlens",
+                "serve",
+                "--policy",
+                str(tmp_path / "policy" / "latest.json"),
+                "--upstream",
+                fake_anthropic.base_url,
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--access-log",
+                str(access),
+            ],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for_workers(base, process, workers=2)
+            assert len(list(scratch_tmp.glob("tokenlens-metrics-*"))) == 1
+            headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+            for _ in range(N):
+                with httpx.Client() as client:  # a new connection each time
+                    response = client.post(
+                        f"{base}/v1/messages", json=messages_body(), headers=headers
+                    )
+                    assert response.status_code == 200
+            for _ in range(4):  # any worker may answer; each answer must be the fleet's
+                with httpx.Client() as client:
+                    text = client.get(f"{base}/metrics").text
+                    feed = client.get(f"{base}/tokenlens/feed.json").json()
+                assert _metric(text, "tokenlens_requests_total") == N
+                assert _metric(text, "tokenlens_requests_total", outcome="applied") == N
+                assert _metric(text, "tokenlens_workers") == 2
+                assert _metric(text, "tokenlens_upstream_seconds_count") == N
+                assert feed["requests_total"] == N and feed["fleet"]["workers"] == 2
+                row = next(r for r in feed["classes"] if r["task_class"] == "extraction")
+                assert row["requests"] == row["compressed"] == N
+                assert feed["savings"]["tokens_saved"] > 0
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    logs = log_path.read_text(errors="replace")
+    lines = [json.loads(line) for line in access.read_text().splitlines()]
+    assert len(lines) == N, logs
+    pids = {line["pid"] for line in lines}
+    assert 1 <= len(pids) <= 2
+    assert list(scratch_tmp.glob("tokenlens-metrics-*")) == [], "metrics folder left behind"
+
+
+def _wait_for_workers(base: str, process: subprocess.Popen[bytes], workers: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise AssertionError(f"tokenlens serve exited with {process.returncode}")
+        try:
+            with httpx.Client() as client:
+                text = client.get(f"{base}/metrics", timeout=1).text
+            if _metric(text, "tokenlens_workers") == workers:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "workers did not come up"
+        time.sleep(0.1)
