@@ -89,14 +89,14 @@ def test_policy_from_s3_hot_reloads_and_keeps_the_last_good(
     assert reply.headers["x-tokenlens-arm"] == "prune@0.5"  # the S3 policy is in force
     assert proxy.feed()["policy"]["path"] == url
 
-    # A new policy: extraction now gets `minify`.
+    # A new policy: extraction now gets `prune@0.3`.
     changed = make_policy(
-        {"extraction": entry("extraction", "measured", "minify")}, cid="cal-00000002"
+        {"extraction": entry("extraction", "measured", "prune", 0.3)}, cid="cal-00000002"
     )
     _put(s3, "prod/policy.json", changed.model_dump_json().encode())
     _wait_for(lambda: _calibration(proxy) == "cal-00000002")
     reply = sdk.messages.with_raw_response.create(**messages_body())
-    assert reply.headers["x-tokenlens-arm"] == "minify"
+    assert reply.headers["x-tokenlens-arm"] == "prune@0.3"
 
     # Corrupt: rejected, counted, the last good policy stays.
     _put(s3, "prod/policy.json", b'{"schema_version": 1, "classes": {')
@@ -108,7 +108,7 @@ def test_policy_from_s3_hot_reloads_and_keeps_the_last_good(
     assert _calibration(proxy) == "cal-00000002"
     assert "not valid JSON" in (proxy.feed()["policy"]["last_error"] or "")
     reply = sdk.messages.with_raw_response.create(**messages_body())
-    assert reply.headers["x-tokenlens-arm"] == "minify"
+    assert reply.headers["x-tokenlens-arm"] == "prune@0.3"
 
     # Gone: unreachable, counted, still the last good.
     boto3.client("s3", endpoint_url=s3).delete_object(Bucket=BUCKET, Key="prod/policy.json")
