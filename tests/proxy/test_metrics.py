@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,7 +25,7 @@ from tokenlens.proxy.fleet import fleet_feed
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
 
-from .conftest import KEY, MODEL, ProxyServer, free_port, messages_body, standard_policy
+from .conftest import KEY, MODEL, ProxyServer, SdkFor, free_port, messages_body, standard_policy
 from .test_measure_judge import ScriptedJudge
 
 StartProxy = Callable[..., ProxyServer]
@@ -65,7 +64,11 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def test_metrics_and_access_log_after_sdk_traffic(
-    fake_anthropic: FakeAnthropic, start_proxy: StartProxy, policy_file: Path, tmp_path: Path
+    fake_anthropic: FakeAnthropic,
+    start_proxy: StartProxy,
+    policy_file: Path,
+    tmp_path: Path,
+    sdk_for: SdkFor,
 ) -> None:
     secret = f"CANARY-{uuid.uuid4().hex}"
     access = tmp_path / "access.jsonl"
@@ -77,7 +80,7 @@ def test_metrics_and_access_log_after_sdk_traffic(
             compress_budget_ms=10_000,  # a busy machine must not turn `applied` into a fail-open
         )
     )
-    sdk = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+    sdk = sdk_for(proxy)
     body = messages_body(f"Who manages region 7? Reference {secret}.")
     body["system"] = f"Internal tag {secret}."
     # 3 x extraction by the rules (✓ prune@0.5), one of them streamed.
@@ -186,7 +189,7 @@ def test_fail_open_outcome_reaches_metrics(
 
 
 def test_shadow_retention_and_policy_reload_failures(
-    fake_anthropic: FakeAnthropic, start_proxy: StartProxy, policy_file: Path
+    fake_anthropic: FakeAnthropic, start_proxy: StartProxy, policy_file: Path, sdk_for: SdkFor
 ) -> None:
     judge = ScriptedJudge(80.0, 60.0, "shorter")
     proxy = start_proxy(
@@ -199,7 +202,7 @@ def test_shadow_retention_and_policy_reload_failures(
         ),
         judge_factory=lambda headers: judge,
     )
-    sdk = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+    sdk = sdk_for(proxy)
     for _ in range(2):
         sdk.messages.create(**messages_body())
     proxy.wait_idle()
@@ -233,14 +236,14 @@ def test_shadow_retention_and_policy_reload_failures(
 
 
 def test_fleet_view_of_one_process_matches_its_dashboard(
-    fake_anthropic: FakeAnthropic, start_proxy: StartProxy, policy_file: Path
+    fake_anthropic: FakeAnthropic, start_proxy: StartProxy, policy_file: Path, sdk_for: SdkFor
 ) -> None:
     """The multi-worker feed is built from metrics; on one process it must equal the
     dashboard's own counters, figure by figure."""
     proxy = start_proxy(
         ProxySettings(upstream=fake_anthropic.base_url, policy_path=policy_file, measure=True)
     )
-    sdk = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+    sdk = sdk_for(proxy)
     for question in ("Who manages region 7?", "Summarize the filing.", "Who manages region 9?"):
         sdk.messages.create(**messages_body(question))
     httpx.post(f"{proxy.base_url}/v1/messages", content=b"{nope", headers=HEADERS)

@@ -8,11 +8,12 @@ policy costs a `304` without a body.
 
 from __future__ import annotations
 
+import gc
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import anthropic
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
@@ -27,8 +28,8 @@ from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
 
 from .conftest import (
-    KEY,
     ProxyServer,
+    SdkFor,
     ThreadServer,
     entry,
     free_port,
@@ -61,6 +62,12 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     }.items():
         monkeypatch.setenv(name, setting)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # boto3's first use allocates enough to start a garbage collection: sockets that earlier
+    # tests left unclosed (e.g. SDK clients never closed) would raise their ResourceWarning
+    # here, inside this fixture. Collect them first, where their warnings are not ours.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
     yield endpoint
     server.stop()
@@ -77,14 +84,14 @@ def _calibration(proxy: ProxyServer) -> str:
 
 
 def test_policy_from_s3_hot_reloads_and_keeps_the_last_good(
-    s3: str, fake_anthropic: FakeAnthropic, start_proxy: StartProxy
+    s3: str, fake_anthropic: FakeAnthropic, start_proxy: StartProxy, sdk_for: SdkFor
 ) -> None:
     _put(s3, "prod/policy.json", _policy_json("cal-00000001"))
     url = f"s3://{BUCKET}/prod/policy.json"
     proxy = start_proxy(
         ProxySettings(upstream=fake_anthropic.base_url, policy_url=url, reload_interval_s=0.1)
     )
-    sdk = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+    sdk = sdk_for(proxy)
     reply = sdk.messages.with_raw_response.create(**messages_body())
     assert reply.headers["x-tokenlens-arm"] == "prune@0.5"  # the S3 policy is in force
     assert proxy.feed()["policy"]["path"] == url
