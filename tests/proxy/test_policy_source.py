@@ -13,6 +13,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import boto3
 import pytest
@@ -22,7 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tokenlens.errors import PolicyError
+from tokenlens.cli import build_parser
+from tokenlens.commands.serve import build_settings
+from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
@@ -204,3 +207,26 @@ def test_policy_from_http_uses_etags(
         assert "secret-signature" not in scrape(proxy)[0]
     finally:
         server.stop()
+
+
+def _settings(*argv: str) -> ProxySettings:
+    return build_settings(build_parser().parse_args(["serve", *argv]))
+
+
+def test_serve_reads_policy_urls_paths_and_the_new_flags(tmp_path: Path) -> None:
+    remote = _settings("--policy", "s3://bucket/prod/latest.json")
+    assert remote.policy_url == "s3://bucket/prod/latest.json" and remote.policy_path is None
+    assert remote.reload_interval_s == 30.0  # a URL is checked less often than a file
+    local = _settings("--policy", "reports/policy/latest.json", "--access-log")
+    assert local.policy_path == Path("reports/policy/latest.json") and local.policy_url is None
+    assert local.reload_interval_s == 1.0 and local.access_log == "-"
+    https = _settings("--policy", "https://example.test/p.json", "--reload-interval", "5")
+    assert https.policy_url == "https://example.test/p.json" and https.reload_interval_s == 5.0
+    fleet = _settings("--workers", "3", "--access-log", str(tmp_path / "a.jsonl"))
+    assert fleet.workers == 3 and fleet.access_log == str(tmp_path / "a.jsonl")
+    with pytest.raises(TokenLensError, match="workers must be >= 1"):
+        _settings("--workers", "0")
+    with pytest.raises(TokenLensError, match=r"--access-log .*does not exist"):
+        _settings("--access-log", str(tmp_path / "missing" / "a.jsonl"))
+    with pytest.raises(TokenLensError, match="--reload-interval must be > 0"):
+        _settings("--reload-interval", "0")

@@ -157,6 +157,10 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
         reload_interval = URL_RELOAD_INTERVAL_S if is_url else DEFAULT_RELOAD_INTERVAL_S
     if reload_interval <= 0:
         raise TokenLensError(f"--reload-interval must be > 0, got {reload_interval}")
+    if args.access_log not in (None, "-") and not Path(args.access_log).parent.is_dir():
+        raise TokenLensError(
+            f"--access-log {args.access_log}: folder {Path(args.access_log).parent} does not exist"
+        )
     try:
         return ProxySettings(
             upstream=args.upstream,
