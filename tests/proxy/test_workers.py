@@ -89,6 +89,8 @@ def test_two_workers_share_one_port_and_one_set_of_numbers(
                 with httpx.Client() as client:
                     text = client.get(f"{base}/metrics").text
                     feed = client.get(f"{base}/tokenlens/feed.json").json()
+                    html = client.get(f"{base}/tokenlens/").text
+                assert f'id="requests">{sent:,}<' in html  # the page shows the fleet too
                 assert _metric(text, "tokenlens_requests_total") == sent
                 assert _metric(text, "tokenlens_requests_total", outcome="applied") == sent
                 assert _metric(text, "tokenlens_workers") == 2

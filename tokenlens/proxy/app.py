@@ -152,16 +152,19 @@ def create_app(
             if access_log is not None:
                 access_log.close()
 
-    async def dashboard(request: Request) -> Response:
-        feed = build_feed(request.app.state.proxy)
-        return HTMLResponse(render_html(feed), headers=SECURITY_HEADERS)
-
-    async def feed(request: Request) -> Response:
-        data = build_feed(request.app.state.proxy)
+    def current_feed(state: ProxyState) -> dict[str, Any]:
+        data = build_feed(state)
         if multiprocess_dir() is not None:  # --workers N: totals summed over all workers
             metrics.sync(stats)
             data = fleet_feed(data, metrics.families())
-        return JSONResponse(data, headers=SECURITY_HEADERS)
+        return data
+
+    async def dashboard(request: Request) -> Response:
+        feed = current_feed(request.app.state.proxy)
+        return HTMLResponse(render_html(feed), headers=SECURITY_HEADERS)
+
+    async def feed(request: Request) -> Response:
+        return JSONResponse(current_feed(request.app.state.proxy), headers=SECURITY_HEADERS)
 
     async def metrics_page(request: Request) -> Response:
         metrics.sync(stats)
