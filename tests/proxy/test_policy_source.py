@@ -26,6 +26,7 @@ from starlette.routing import Route
 from tokenlens.cli import build_parser
 from tokenlens.commands.serve import build_settings
 from tokenlens.errors import PolicyError, TokenLensError
+from tokenlens.policy import write_policy
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
@@ -230,3 +231,16 @@ def test_serve_reads_policy_urls_paths_and_the_new_flags(tmp_path: Path) -> None
         _settings("--access-log", str(tmp_path / "missing" / "a.jsonl"))
     with pytest.raises(TokenLensError, match="--reload-interval must be > 0"):
         _settings("--reload-interval", "0")
+
+
+def test_a_policy_nested_beyond_the_parser_limit_is_a_policy_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PolicyError, match=r"deep\.json: unreadable policy \(RecursionError\)"):
+        PolicyStore(deep)
+    good = tmp_path / "policy"
+    write_policy(standard_policy(), good)
+    store = PolicyStore(good / "latest.json")
+    (good / "latest.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert store.refresh() is False and "RecursionError" in (store.last_error or "")
+    assert store.policy.calibration_id == "cal-00000001"

@@ -64,18 +64,14 @@ class PolicySource(Protocol):
         ...
 
 
-def is_url(location: str) -> bool:
-    return location.startswith(POLICY_URL_SCHEMES)
-
-
 def open_source(location: str | os.PathLike[str]) -> PolicySource:
     """The source for a path or URL given to `--policy`."""
     text = os.fspath(location)
+    if not text.startswith(POLICY_URL_SCHEMES):
+        return FileSource(Path(text))
     if text.startswith("s3://"):
         return S3Source(text)
-    if text.startswith(("http://", "https://")):
-        return HttpSource(text)
-    return FileSource(Path(text))
+    return HttpSource(text)
 
 
 def public_location(url: str) -> str:

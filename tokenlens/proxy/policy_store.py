@@ -23,13 +23,10 @@ from tokenlens.proxy.policy_source import (
     FileSource,
     PolicySource,
     PolicySourceError,
-    file_signature,
     open_source,
 )
 
 log = logging.getLogger("tokenlens.proxy.policy")
-
-__all__ = ["PolicyStore", "file_signature"]
 
 
 class PolicyStore:
@@ -44,7 +41,7 @@ class PolicyStore:
             self.source.path if isinstance(self.source, FileSource) else self.source.location
         )
         #: Raises PolicyError: at startup there is no last good policy to fall back on.
-        self.policy: Policy = parse_policy(self.source.load(), self.source.location)
+        self.policy: Policy = self._parse(self.source.load())
         self.loaded_at = time.time()
         self.reloads = 0
         self.rejections = 0
@@ -77,13 +74,9 @@ class PolicyStore:
             self._tell(checked.result)
             return False
         try:
-            policy = parse_policy(checked.text, self.source.location)
+            policy = self._parse(checked.text)
         except PolicyError as exc:
             return self._reject(str(exc), "invalid")
-        except (RecursionError, ValueError) as exc:  # e.g. JSON nested beyond the limit
-            return self._reject(
-                f"{self.source.location}: unreadable ({type(exc).__name__})", "invalid"
-            )
         self.policy = policy
         self.loaded_at = time.time()
         self.reloads += 1
@@ -98,6 +91,15 @@ class PolicyStore:
         for listener in self._listeners:
             listener(policy)
         return True
+
+    def _parse(self, text: str) -> Policy:
+        """A validated policy, or PolicyError naming the source, whatever the text holds."""
+        try:
+            return parse_policy(text, self.source.location)
+        except (RecursionError, ValueError) as exc:  # e.g. JSON nested beyond the limit
+            raise PolicyError(
+                f"{self.source.location}: unreadable policy ({type(exc).__name__})"
+            ) from exc
 
     def _reject(self, reason: str, kind: str) -> bool:
         self.rejections += 1
