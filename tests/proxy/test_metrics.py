@@ -7,16 +7,22 @@ neither the scrape nor the access log.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 from tokenlens.compress.arms import Arm
 from tokenlens.policy import write_policy
@@ -25,7 +31,16 @@ from tokenlens.proxy.fleet import fleet_feed
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
 
-from .conftest import KEY, MODEL, ProxyServer, SdkFor, free_port, messages_body, standard_policy
+from .conftest import (
+    KEY,
+    MODEL,
+    ProxyServer,
+    SdkFor,
+    ThreadServer,
+    free_port,
+    messages_body,
+    standard_policy,
+)
 from .test_measure_judge import ScriptedJudge
 
 StartProxy = Callable[..., ProxyServer]
@@ -266,3 +281,41 @@ def test_fleet_view_of_one_process_matches_its_dashboard(
             assert mine[key] == theirs[key], (mine["task_class"], key)
     assert fleet["fleet"]["workers"] == 1
     assert fleet["fleet"]["calibrations_in_force"] == {"cal-00000001": 1}
+
+
+def test_an_upstream_that_breaks_off_mid_stream_is_an_upstream_error(
+    start_proxy: StartProxy,
+) -> None:
+    """Counted as what it is whatever the client saw (a cut stream or an aborted one)."""
+
+    async def broken(request: Request) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            yield b"event: message_start\ndata: {}\n\n"
+            await asyncio.sleep(0.05)
+            raise RuntimeError("upstream died mid-answer")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    upstream = ThreadServer(Starlette(routes=[Route("/v1/messages", broken, methods=["POST"])]))
+    upstream.start()
+    try:
+        proxy = start_proxy(ProxySettings(upstream=upstream.base_url))
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream(
+                "POST", f"{proxy.base_url}/v1/messages", json=messages_body(), headers=HEADERS
+            ) as response,
+        ):
+            for _ in response.iter_bytes():
+                pass
+        _wait_for(lambda: value(scrape(proxy)[1], "tokenlens_requests_total") == 1)
+        _, samples = scrape(proxy)
+        assert value(samples, "tokenlens_requests_total", outcome="upstream_error") == 1
+        reasons = [
+            dict(labels)["reason"]
+            for (name, labels), n in samples.items()
+            if name == "tokenlens_outcome_reasons_total" and n
+        ]
+        assert len(reasons) == 1 and reasons[0].startswith("stream:"), reasons
+    finally:
+        upstream.stop()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio.to_thread
@@ -217,7 +217,7 @@ def _watch_policy(store: PolicyStore, metrics: ProxyMetrics) -> None:
     store.on_poll(metrics.policy_polled)
 
 
-async def _poll(store: PolicyStore | None, interval_s: float, tick: Any) -> None:
+async def _poll(store: PolicyStore | None, interval_s: float, tick: Callable[[], None]) -> None:
     """Poll the policy source every `interval_s` (the store logs and counts rejections),
     and `tick()` at least every second (brings the mirrored metrics up to date)."""
     loop = asyncio.get_running_loop()
