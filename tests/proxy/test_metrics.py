@@ -25,7 +25,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from tokenlens.compress.arms import Arm
-from tokenlens.policy import write_policy
+from tokenlens.policy import atomic_write_text, write_policy
 from tokenlens.proxy.dashboard import build_feed
 from tokenlens.proxy.fleet import fleet_feed
 from tokenlens.proxy.settings import ProxySettings
@@ -228,7 +228,7 @@ def test_shadow_retention_and_policy_reload_failures(
     assert value(samples, "tokenlens_shadow_judgements_total", result="judged") == 2
 
     # A corrupt policy is rejected, counted, and the last good one stays in force.
-    policy_file.write_text("{ not json")
+    atomic_write_text(policy_file, "{ not json")  # atomically: a poll never sees half of it
     _wait_for(
         lambda: (
             value(scrape(proxy)[1], "tokenlens_policy_reload_failures_total", reason="invalid") == 1
