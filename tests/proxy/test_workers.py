@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -99,6 +100,24 @@ def test_two_workers_share_one_port_and_one_set_of_numbers(
                 row = next(r for r in feed["classes"] if r["task_class"] == "extraction")
                 assert row["requests"] == row["compressed"] == sent
                 assert feed["savings"]["tokens_saved"] > 0
+            # A worker killed hard: uvicorn starts a replacement, the dead one's live gauges
+            # go at the next scrape, and what it counted stays counted.
+            (metrics_dir,) = scratch_tmp.glob("tokenlens-metrics-*")
+            victim = min(_pids(access))
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while True:
+                with httpx.Client() as client:
+                    try:
+                        text = client.get(f"{base}/metrics", timeout=2).text
+                    except httpx.HTTPError:
+                        text = ""  # the killed worker held this connection's accept
+                left = list(metrics_dir.glob(f"gauge_live*_{victim}.db"))
+                if text and _metric(text, "tokenlens_workers") == 2 and not left:
+                    break
+                assert time.monotonic() < deadline, "no replacement worker, or stale gauges"
+                time.sleep(0.2)
+            assert _metric(text, "tokenlens_requests_total") == sent
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -298,20 +299,45 @@ class ProxyMetrics:
 
     def families(self) -> Iterable[Metric]:
         """All families as a scrape sees them: every worker's in multiprocess mode."""
-        if multiprocess_dir() is None:
-            return self.registry.collect()
-        merged = CollectorRegistry()
-        multiprocess.MultiProcessCollector(merged)
-        return merged.collect()
+        return self._scraped().collect()
 
     def render(self) -> bytes:
-        if multiprocess_dir() is None:
-            return generate_latest(self.registry)
+        return generate_latest(self._scraped())
+
+    def _scraped(self) -> CollectorRegistry:
+        folder = multiprocess_dir()
+        if folder is None:
+            return self.registry
+        reap_dead_workers(folder)
         merged = CollectorRegistry()
-        multiprocess.MultiProcessCollector(merged)
-        return generate_latest(merged)
+        multiprocess.MultiProcessCollector(merged, path=folder)
+        return merged
 
     def close(self) -> None:
         """This worker is going away: drop its live gauges from the shared directory."""
         if multiprocess_dir() is not None:
             multiprocess.mark_process_dead(os.getpid())
+
+
+def reap_dead_workers(folder: str) -> None:
+    """Drop the live gauges of workers that died without saying so (killed, crashed).
+
+    A worker that shuts down cleanly marks itself dead (`close`); one killed hard leaves its
+    `gauge_live*_<pid>.db` files behind, and `tokenlens_workers` would count it forever
+    after uvicorn starts its replacement. Counters and histograms are kept: what a dead
+    worker counted still happened.
+    """
+    for path in Path(folder).glob("gauge_live*_*.db"):
+        pid_text = path.stem.rpartition("_")[2]
+        if pid_text.isdigit() and not _alive(int(pid_text)):
+            multiprocess.mark_process_dead(int(pid_text), folder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

@@ -10,8 +10,8 @@ the settings the command line gave. Metrics work across workers through promethe
 multiprocess mode: the command creates a fresh `PROMETHEUS_MULTIPROC_DIR` in a temporary
 folder before any worker starts (prometheus_client picks its mode when first imported) and
 deletes it on exit, so counts never leak from one run into the next. A worker marks its
-live gauges dead when it shuts down cleanly; a worker killed hard leaves its live gauges
-(e.g. `tokenlens_workers`) until the command exits, while its counters rightly stay.
+live gauges dead when it shuts down cleanly; those of a worker killed hard are dropped at
+the next scrape (`metrics.reap_dead_workers`), while its counters rightly stay.
 """
 
 from __future__ import annotations
