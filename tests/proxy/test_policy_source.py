@@ -9,6 +9,9 @@ policy costs a `304` without a body.
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+import trustme
+import uvicorn
 from moto.server import ThreadedMotoServer
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -244,3 +249,52 @@ def test_a_policy_nested_beyond_the_parser_limit_is_a_policy_error(tmp_path: Pat
     (good / "latest.json").write_text("[" * 100_000 + "]" * 100_000)
     assert store.refresh() is False and "RecursionError" in (store.last_error or "")
     assert store.policy.calibration_id == "cal-00000001"
+
+
+def test_policy_over_https_trusts_ssl_cert_file(tmp_path: Path) -> None:
+    """A policy behind a private CA: trusted through SSL_CERT_FILE (aiohttp's trust_env
+    world), refused without it. Run in a subprocess: the CA file is read when the TLS
+    context is first built, so the variable must be set before that process starts."""
+    ca = trustme.CA()
+    served = ca.issue_cert("127.0.0.1")
+    cert, key, ca_file = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    served.cert_chain_pems[0].write_to_path(str(cert))
+    served.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_file))
+    origin = EtagServer(_policy_json("cal-000000aa"))
+    port = free_port()
+    config = uvicorn.Config(
+        origin.app(),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ssl_certfile=str(cert),
+        ssl_keyfile=str(key),
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        _wait_for(lambda: server.started)
+        code = (
+            "from tokenlens.proxy.policy_store import PolicyStore\n"
+            f"print(PolicyStore('https://127.0.0.1:{port}/policy.json').policy.calibration_id)\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+        trusted = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "SSL_CERT_FILE": str(ca_file)},
+            capture_output=True,
+            text=True,
+        )
+        assert trusted.returncode == 0, trusted.stderr
+        assert trusted.stdout.strip() == "cal-000000aa"
+        refused = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True
+        )
+        assert refused.returncode != 0
+        assert "policy URL unreachable (ClientConnectorCertificateError)" in refused.stderr
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
