@@ -13,6 +13,7 @@ nothing. On a 2-core machine the client, proxy and upstream compete for CPU, so 
 concurrent the figures measure queueing on 2 cores as much as the proxy.
 
     .venv/bin/python bench/bench_proxy.py [--requests 2000] [--rounds 3] [--policy-arm prune@0.5]
+        [--workers 2]
 """
 
 from __future__ import annotations
@@ -346,6 +347,9 @@ def main() -> None:
     parser.add_argument("--stream-delay", type=float, default=0.005, help="s between SSE events")
     parser.add_argument("--policy-arm", default=None, help="also bench with this arm applied")
     parser.add_argument(
+        "--workers", type=int, default=1, help="run the benched proxies with --workers N"
+    )
+    parser.add_argument(
         "--upstream",
         choices=("canned", "fake"),
         default="canned",
@@ -359,7 +363,7 @@ def main() -> None:
         load = float("nan")
     print(
         f"bench_proxy: {os.cpu_count()} CPUs, load average {load:.1f}; client, proxy and "
-        f"{args.upstream} upstream share them\n"
+        f"{args.upstream} upstream share them; proxy workers: {args.workers}\n"
     )
     upstream, upstream_url = start_upstream(args.upstream, args.stream_delay)
     slow, slow_url = start_upstream("canned", args.stream_delay, args.latency)
@@ -375,8 +379,11 @@ def main() -> None:
             f"start-up (command to first answered request): median "
             f"{statistics.median(startups):.2f} s over 3 starts {[round(s, 2) for s in startups]}\n"
         )
-        proxy, proxy_url, _ = start_proxy(upstream_url, [])
-        slow_proxy, slow_proxy_url, _ = start_proxy(slow_url, [])
+        workers = ["--workers", str(args.workers)] if args.workers > 1 else []
+        proxy, proxy_url, _ = start_proxy(upstream_url, workers)
+        slow_proxy, slow_proxy_url, _ = start_proxy(slow_url, workers)
+        if workers:
+            time.sleep(3)  # the first worker answered; let the others finish starting
         processes += [proxy, slow_proxy]
         instant = (upstream_url, proxy_url)
         waiting = (slow_url, slow_proxy_url)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import pytest
 import uvicorn
@@ -250,3 +251,23 @@ def messages_body(question: str = "Who manages region 7?", **extra: Any) -> dict
     }
     body.update(extra)
     return body
+
+
+# --- SDK clients that get closed --------------------------------------------------------
+
+SdkFor = Callable[[ProxyServer], anthropic.Anthropic]
+
+
+@pytest.fixture
+def sdk_for() -> Iterator[Callable[[ProxyServer], anthropic.Anthropic]]:
+    """`sdk_for(proxy)`: an SDK client aimed at the proxy, closed after the test."""
+    clients: list[anthropic.Anthropic] = []
+
+    def make(proxy: ProxyServer) -> anthropic.Anthropic:
+        client = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()

@@ -35,6 +35,8 @@ from tokenlens.proxy import relay
 from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.classify import CLASS_HEADER, classify
+from tokenlens.proxy.metrics import ProxyMetrics
+from tokenlens.proxy.observe import Observation, Observer
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import ShadowJudge
@@ -64,6 +66,8 @@ class ProxyState:
     session: aiohttp.ClientSession
     background: BackgroundWork
     shadow: ShadowJudge | None = None
+    #: Metrics and access log: every relayed request ends in `observer.finish`.
+    observer: Observer = field(default_factory=lambda: Observer(ProxyMetrics()))
 
     @property
     def compressing(self) -> bool:
@@ -135,8 +139,11 @@ class Handler:
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
         watch = relay.ClientWatch(receive)
+        obs = Observation(route_kind(scope["path"]), scope["method"])
+        status = 499
         try:
-            response = await self(Request(scope, receive), watch)
+            response = await self(Request(scope, receive), watch, obs)
+            status = response.status_code
             await response(scope, receive, send)
         except asyncio.CancelledError:
             if not watch.gone:
@@ -146,17 +153,23 @@ class Handler:
             if task is not None:
                 task.uncancel()
             self.state.stats.client_gone += 1
+            status = 499
             log.debug("client left; upstream request cancelled")
         finally:
             watch.stop()
+            # metrics and access log, once the answer has been sent (or broken off)
+            self.state.observer.finish(obs, status)
 
-    async def __call__(self, request: Request, watch: relay.ClientWatch) -> Reply:
+    async def __call__(
+        self, request: Request, watch: relay.ClientWatch, obs: Observation | None = None
+    ) -> Reply:
         stats = self.state.stats
         path = request.scope["path"]
+        obs = obs or Observation(route_kind(path), request.method)
         try:
             if request.method == "POST" and path == MESSAGES_PATH:
                 stats.requests["messages"] += 1
-                return await self._messages(request, watch)
+                return await self._messages(request, watch, obs)
             stats.requests[route_kind(path)] += 1
             streamed = _has_body(request)
             content: bytes | AsyncIterator[bytes] = b""
@@ -165,40 +178,53 @@ class Handler:
             else:
                 watch.start()
             return await self._forward(
-                request, content, keep_length=streamed, plan=None, watch=watch
+                request, content, keep_length=streamed, plan=None, watch=watch, obs=obs
             )
         except ClientDisconnect:
+            obs.pass_through("client_disconnect")
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
+            obs.outcome, obs.reason = "proxy_error", f"error:{type(exc).__name__}"
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy error ({type(exc).__name__})"
             )
 
     # --- Messages -----------------------------------------------------------------
 
-    async def _messages(self, request: Request, watch: relay.ClientWatch) -> Reply:
+    async def _messages(
+        self, request: Request, watch: relay.ClientWatch, obs: Observation
+    ) -> Reply:
         settings = self.state.settings
         body, rest = await read_bounded(request, settings.max_body_bytes)
         if rest is not None:
             self.state.stats.passthrough["too_large"] += 1
+            obs.pass_through("too_large")
             content = _then(rest, watch.start)
-            return await self._forward(request, content, keep_length=True, plan=None, watch=watch)
+            return await self._forward(
+                request, content, keep_length=True, plan=None, watch=watch, obs=obs
+            )
         watch.start()
         if not self.state.compressing:
-            return await self._forward(request, body, keep_length=False, plan=None, watch=watch)
+            obs.pass_through("no_policy")
+            return await self._forward(
+                request, body, keep_length=False, plan=None, watch=watch, obs=obs
+            )
         try:
-            plan = await self._plan(request, body)
+            plan = await self._plan(request, body, obs)
         except Exception as exc:  # whatever broke in our codec path: send what the client sent
-            self.state.stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            reason = f"error:{type(exc).__name__}"
+            self.state.stats.fail_opens[reason] += 1
+            obs.fail_open(reason)
             log.warning("compression path failed (%s); forwarding the original", type(exc).__name__)
             plan = Plan(content=body)
         response = await self._forward(
-            request, plan.content, keep_length=False, plan=plan, watch=watch
+            request, plan.content, keep_length=False, plan=plan, watch=watch, obs=obs
         )
         if plan.compressed and response.status_code == 400:
             # The upstream refused what we made of the request: send what the client sent.
             self.state.stats.fail_opens["upstream_rejected"] += 1
+            obs.fail_open("upstream_rejected")
             log.warning(
                 "upstream rejected a compressed body (arm %s); resending original",
                 plan.arm.key if plan.arm else "?",
@@ -208,10 +234,12 @@ class Handler:
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
             watch.start()  # again: reading the refusal whole stopped it
-            return await self._forward(request, body, keep_length=False, plan=fallback, watch=watch)
+            return await self._forward(
+                request, body, keep_length=False, plan=fallback, watch=watch, obs=obs
+            )
         return response
 
-    async def _plan(self, request: Request, raw: bytes) -> Plan:
+    async def _plan(self, request: Request, raw: bytes, obs: Observation) -> Plan:
         state = self.state
         settings = state.settings
         stats = state.stats
@@ -221,6 +249,7 @@ class Handler:
             parsed = None
         if not isinstance(parsed, dict):
             stats.passthrough["not_json"] += 1
+            obs.pass_through("not_json")
             return Plan(content=raw)
         policy = state.store.policy if state.store is not None else None
         known = policy.classes.keys() if policy is not None else ()
@@ -237,28 +266,39 @@ class Handler:
         )
         arm = choice.arm
         stats.record_decision(task_class, found.source, arm.key if arm else None)
+        obs.task_class, obs.decided_by, obs.arm = (
+            task_class,
+            found.source,
+            arm.key if arm else "none",
+        )
         plan = Plan(content=raw, task_class=task_class, original=parsed)
+        obs.model = plan.model
         plan.extra_headers = _tag(task_class, None)
         if policy is not None:
             entry = policy.entry_for(task_class)
             plan.bar = entry.bar if entry.bar is not None else policy.tolerance
         if arm is None:
             stats.passthrough["no_arm"] += 1
+            obs.pass_through("no_arm")
             return plan
         outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+        obs.compress_ms = outcome.elapsed_ms
         result = outcome.result
         if outcome.fail_open is not None or result is None:
             stats.fail_opens[outcome.fail_open or "error"] += 1
+            obs.fail_open(outcome.fail_open or "error")
             return plan
         if not getattr(result, "rewritten", True) or (
             result.compressed_tokens >= result.original_tokens
         ):
             stats.passthrough["no_gain"] += 1
+            obs.pass_through("no_gain")
             return plan
         try:
             content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            obs.fail_open(f"error:{type(exc).__name__}")
             return plan
         stats.record_compression(
             task_class,
@@ -267,6 +307,7 @@ class Handler:
             result.compressed_tokens,
             outcome.elapsed_ms,
         )
+        obs.applied(result.original_tokens, result.compressed_tokens)
         plan.content = content
         plan.arm = arm
         plan.compressed = True
@@ -290,6 +331,7 @@ class Handler:
         keep_length: bool,
         plan: Plan | None,
         watch: relay.ClientWatch,
+        obs: Observation,
     ) -> Reply:
         state = self.state
         stats = state.stats
@@ -312,18 +354,22 @@ class Handler:
             )
         except TIMEOUT_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error("timeout")
             log.warning("upstream timed out (%s)", type(exc).__name__)
             return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
         except UPSTREAM_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error(f"unreachable:{type(exc).__name__}")
             log.warning("upstream unreachable (%s)", type(exc).__name__)
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
             )
         status = upstream.status
+        obs.upstream_ms = (time.perf_counter() - started) * 1000
         if status < 200:  # aiohttp skips interim answers: this is an unasked protocol switch
             upstream.close()
             stats.upstream_unreachable += 1
+            obs.upstream_error(f"status:{status}")
             log.warning("upstream answered %d to a plain request", status)
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream answered {status} unasked"
@@ -367,6 +413,7 @@ class Handler:
                 # as from the upstream itself (never a clean end, never a made-up status).
                 upstream.close()
                 stats.upstream_broken += 1
+                obs.upstream_error(f"body:{type(exc).__name__}")
                 log.warning(
                     "upstream answer broke off (%s); aborting the client's", type(exc).__name__
                 )
@@ -388,10 +435,14 @@ class Handler:
         ):
             tap = relay.SseTap(capture_text=bool(plan and plan.judge))
             state.background.hold()
-        return relay.StreamRelay(self._relay_stream(upstream, tap, plan), status, out_headers)
+        return relay.StreamRelay(self._relay_stream(upstream, tap, plan, obs), status, out_headers)
 
     async def _relay_stream(
-        self, upstream: aiohttp.ClientResponse, tap: relay.SseTap | None, plan: Plan | None
+        self,
+        upstream: aiohttp.ClientResponse,
+        tap: relay.SseTap | None,
+        plan: Plan | None,
+        obs: Observation,
     ) -> AsyncGenerator[bytes, None]:
         """Relay upstream chunks the moment they arrive; tap them without holding them.
 
@@ -408,6 +459,7 @@ class Handler:
             finished = True
         except UPSTREAM_ERRORS as exc:
             self.state.stats.upstream_broken += 1
+            obs.upstream_error(f"stream:{type(exc).__name__}")
             log.warning("upstream answer broke off (%s); aborting the client's", type(exc).__name__)
             raise relay.BrokenAnswer from exc
         finally:

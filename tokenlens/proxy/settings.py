@@ -41,6 +41,8 @@ DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_KEEPALIVE_TIMEOUT_S = 5
 #: Bounded background work (measure and shadow judge): excess is dropped, never queued.
 DEFAULT_BACKGROUND_LIMIT = 8
+#: `--policy` values read as URLs rather than paths (see tokenlens.proxy.policy_source).
+POLICY_URL_SCHEMES = ("http://", "https://", "s3://")
 #: The gentlest rung: what a class may still get when its policy allows no more.
 FLOOR_ARM = Arm("safe")
 
@@ -74,6 +76,12 @@ class ProxySettings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     allow_remote: bool = False
+    # --- observability and fleet (see tokenlens.proxy.metrics / policy_source / workers) ---
+    #: `--policy` given as a URL (http(s):// or s3://) instead of a local path.
+    policy_url: str | None = None
+    #: `--access-log`: a file path, `-` for standard output, None for off.
+    access_log: str | None = None
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.judge_sample <= 1.0:
@@ -93,14 +101,25 @@ class ProxySettings:
         for name in ("max_header_count", "max_header_bytes", "keepalive_timeout_s"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.override_arm is not None and self.policy_path is not None:
+        if self.override_arm is not None and self.policy_location is not None:
             raise ValueError("give either a policy or --compress, not both")
+        if self.policy_path is not None and self.policy_url is not None:
+            raise ValueError("give the policy as a path or as a URL, not both")
+        if self.policy_url is not None and not self.policy_url.startswith(POLICY_URL_SCHEMES):
+            raise ValueError(f"policy URL must start with one of {POLICY_URL_SCHEMES}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
         if not self.upstream.startswith(("http://", "https://")):
             raise ValueError(f"upstream must be an http(s) URL, got {self.upstream!r}")
 
     @property
     def upstream_base(self) -> str:
         return self.upstream.rstrip("/")
+
+    @property
+    def policy_location(self) -> str | Path | None:
+        """The policy's path or URL, whichever was given."""
+        return self.policy_url if self.policy_url is not None else self.policy_path
 
 
 def is_loopback(host: str) -> bool:
