@@ -13,6 +13,7 @@ nothing. On a 2-core machine the client, proxy and upstream compete for CPU, so 
 concurrent the figures measure queueing on 2 cores as much as the proxy.
 
     .venv/bin/python bench/bench_proxy.py [--requests 2000] [--rounds 3] [--policy-arm prune@0.5]
+        [--workers 2]
 """
 
 from __future__ import annotations
@@ -282,12 +283,27 @@ async def alternate(
     return results["direct"], results["proxy"]
 
 
-def report(title: str, direct: list[float], proxy: list[float]) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux /proc; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def report(
+    title: str, direct: list[float], proxy: list[float], cpu_us: float | None = None
+) -> None:
+    """One row; `cpu_us`: the proxy's CPU per relayed request, which unlike latency does
+    not move with the VM's load (warm-up requests included)."""
     d50, d99, p50, p99 = pct(direct, 50), pct(direct, 99), pct(proxy, 50), pct(proxy, 99)
+    cpu = f"  proxy CPU {cpu_us:5.0f} us/req" if cpu_us is not None else ""
     print(
         f"{title:<36} n={len(proxy):>4}  direct p50 {d50:7.2f} p99 {d99:7.2f}  "
         f"proxy p50 {p50:7.2f} p99 {p99:7.2f}  added p50 {p50 - d50:+6.2f} ms "
-        f"p99 {p99 - d99:+6.2f} ms"
+        f"p99 {p99 - d99:+6.2f} ms{cpu}"
     )
 
 
@@ -331,6 +347,9 @@ def main() -> None:
     parser.add_argument("--stream-delay", type=float, default=0.005, help="s between SSE events")
     parser.add_argument("--policy-arm", default=None, help="also bench with this arm applied")
     parser.add_argument(
+        "--workers", type=int, default=1, help="run the benched proxies with --workers N"
+    )
+    parser.add_argument(
         "--upstream",
         choices=("canned", "fake"),
         default="canned",
@@ -344,7 +363,7 @@ def main() -> None:
         load = float("nan")
     print(
         f"bench_proxy: {os.cpu_count()} CPUs, load average {load:.1f}; client, proxy and "
-        f"{args.upstream} upstream share them\n"
+        f"{args.upstream} upstream share them; proxy workers: {args.workers}\n"
     )
     upstream, upstream_url = start_upstream(args.upstream, args.stream_delay)
     slow, slow_url = start_upstream("canned", args.stream_delay, args.latency)
@@ -360,8 +379,11 @@ def main() -> None:
             f"start-up (command to first answered request): median "
             f"{statistics.median(startups):.2f} s over 3 starts {[round(s, 2) for s in startups]}\n"
         )
-        proxy, proxy_url, _ = start_proxy(upstream_url, [])
-        slow_proxy, slow_proxy_url, _ = start_proxy(slow_url, [])
+        workers = ["--workers", str(args.workers)] if args.workers > 1 else []
+        proxy, proxy_url, _ = start_proxy(upstream_url, workers)
+        slow_proxy, slow_proxy_url, _ = start_proxy(slow_url, workers)
+        if workers:
+            time.sleep(3)  # the first worker answered; let the others finish starting
         processes += [proxy, slow_proxy]
         instant = (upstream_url, proxy_url)
         waiting = (slow_url, slow_proxy_url)
@@ -376,6 +398,8 @@ def main() -> None:
         for round_ in range(1, args.rounds + 1):
             print(f"round {round_} (probe client)")
             for title, concurrency, first_byte, requests, (direct_url, via_url) in rows:
+                pid = (proxy if via_url == proxy_url else slow_proxy).pid
+                cpu_before = cpu_seconds(pid)
                 direct, via = asyncio.run(
                     alternate(
                         direct_url,
@@ -386,7 +410,9 @@ def main() -> None:
                         stagger_s=args.latency if direct_url == slow_url else 0.0,
                     )
                 )
-                report(title, direct, via)
+                relayed = len(via) + 20 * concurrency  # the warm-up requests too
+                cpu_us = (cpu_seconds(pid) - cpu_before) / relayed * 1e6
+                report(title, direct, via, cpu_us)
             direct, via = asyncio.run(
                 alternate_httpx(upstream_url, proxy_url, requests=args.requests // 4)
             )

@@ -12,24 +12,71 @@ Runs `tokenlens.simulate.run_study` on every world of `DEFAULT_SCENARIOS` at eve
 
 `--mode mean` (the seed's rule) is scored on the same data for comparison.
 
-Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seed N]
+Then the sequential design against the fixed one at 20 tasks x 3 repeats, paired on the
+same draws (`tokenlens.simulate_sequential`): false application, power and mean calls
+per class, on lone arms and on a six-arm ladder (goal: same or better decisions for
+<= 60 % of the fixed design's calls).
+
+Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seq-runs 60] [--seed N]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 from tokenlens.simulate import (
     DEFAULT_SCENARIOS,
     DESIGN_REPEATS,
     DESIGN_TASKS,
+    SimArm,
     StudyResult,
     Tally,
     calls_per_design,
     designs,
     run_study,
 )
+from tokenlens.simulate_sequential import compare, lone_arm_worlds
+
+#: A realistic ladder: gentle rungs lossless, pruning borderline, aggressive rungs harmful.
+LADDER = (
+    SimArm("safe", 1.0, 0.02),
+    SimArm("minify", 1.0, 0.05),
+    SimArm("prune@0.8", 0.99, 0.15),
+    SimArm("prune@0.6", 0.97, 0.28),
+    SimArm("prune@0.4", 0.90, 0.45),
+    SimArm("select@0.4", 0.85, 0.5),
+)
+
+
+def _sequential(runs: int, seed: int) -> None:
+    concentrated, spread = DEFAULT_SCENARIOS[0], DEFAULT_SCENARIOS[1]
+    worlds = [
+        *lone_arm_worlds(replace(concentrated, n_tasks=20, replicates=3), (0.94, 0.97, 1.0)),
+        replace(concentrated, name="concentrated ladder", arms=LADDER, n_tasks=20, replicates=3),
+        replace(spread, name="spread ladder", arms=LADDER, n_tasks=20, replicates=3),
+    ]
+    print(
+        f"\n{'world (20 tasks x 3 repeats)':30} {'design':>10} {'false applied':>14} "
+        f"{'power':>7} {'mean calls':>11} {'share':>7}"
+    )
+    ladder_fixed = ladder_seq = 0.0
+    for index, world in enumerate(worlds):
+        fixed, seq = compare(world, runs=runs, seed=seed + index)
+        if world.name.endswith("ladder"):
+            ladder_fixed += fixed.mean_calls
+            ladder_seq += seq.mean_calls
+        for t in (fixed, seq):
+            share = t.mean_calls / fixed.mean_calls
+            print(
+                f"{world.name:30} {t.design:>10} {_fmt(t.false_rate):>14} {_fmt(t.power):>7} "
+                f"{t.mean_calls:11.0f} {_fmt(share):>7}"
+            )
+    print(
+        f"SUMMARY sequential calls on the six-arm ladders: {_fmt(ladder_seq / ladder_fixed)} of "
+        f"the fixed design's (goal <= 60%), {runs} paired runs each"
+    )
 
 
 def _fmt(value: float) -> str:
@@ -57,6 +104,7 @@ def _print(result: StudyResult) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=150, help="calibrations per world x design")
+    parser.add_argument("--seq-runs", type=int, default=60, help="paired runs per world (0: skip)")
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args()
 
@@ -86,6 +134,10 @@ def main() -> None:
     print(f"SUMMARY coverage of 90% intervals overall: {_fmt(total.coverage)} (goal >= 88%)")
     mean = result.combined("mean")
     print(f"SUMMARY mean mode (seed rule) false application overall: {_fmt(mean.false_held_rate)}")
+    if args.seq_runs:
+        start = time.perf_counter()
+        _sequential(args.seq_runs, args.seed)
+        print(f"(sequential comparison: {time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from tokenlens.errors import TokenLensError
 
 #: Subcommand modules, in the order `--help` lists them.
-COMMANDS: tuple[str, ...] = ("tasks", "calibrate", "plan", "history", "bench", "serve")
+COMMANDS: tuple[str, ...] = (
+    "tasks",
+    "calibrate",
+    "plan",
+    "history",
+    "bench",
+    "serve",
+    "review",
+    "classify",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

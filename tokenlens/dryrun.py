@@ -250,7 +250,45 @@ def run_dry_run(config: CalibrationConfig) -> int:
         for reason in sorted({row.unavailable for row in rows if row.unavailable}):
             print(f"  Unavailable because: {reason}")
     print(f"  Estimated cost: {cost_note(config, plan)}.")
+    print()
+    for line in design_power_lines(config, rows):
+        print(line)
     return 0
+
+
+def design_power_lines(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> list[str]:
+    """What this design can certify, per class: the planner's reading of tasks x repeats.
+
+    Uses the planner's stated spread assumptions (a finished run's measured spreads give
+    sharper figures: `tokenlens plan`)."""
+    from tokenlens.decision import tasks_for_measured, tasks_for_provisional
+    from tokenlens.decision.planner import ASSUMED_SPREAD, detectable_retention
+
+    per_class: dict[str, set[str]] = {}
+    for row in rows:
+        per_class.setdefault(row.task_class, set()).add(row.task_id)
+    tol = config.tolerance
+    need, need_m = tasks_for_provisional(tol), tasks_for_measured(tol)
+    between, within = 100 * ASSUMED_SPREAD.between, 100 * (ASSUMED_SPREAD.within or 0.0)
+    lines = [
+        f"What this design can certify at a {tol:.0%} tolerance (mode {config.mode}; "
+        f"a ? needs >= {need} tasks per class, a ✓ >= {need_m}; assumed spread between "
+        f"tasks {between:.0f} points, within {within:.0f}):"
+    ]
+    for name, tasks in sorted(per_class.items()):
+        n = len(tasks)
+        reach = detectable_retention(tol, n, config.repeats)
+        if config.mode == "mean":
+            text = "mean mode (the seed's rule) has no error guarantee to plan for"
+        elif reach is None:
+            text = f"nothing — {n} tasks is below the {need} the evidence rule needs"
+        elif reach > 1.0:
+            text = "nothing reliably — even a lossless arm is held < 80 % of the time"
+        else:
+            text = f"an arm only if its true retention is >= {reach:.1%} (80 % power)"
+        lines.append(f"  {name:<24} {n:>3} tasks x {config.repeats}: {text}")
+    lines.append("  `tokenlens plan` sizes a design from a finished calibration's own spreads.")
+    return lines
 
 
 def format_rows(rows: Sequence[DryRunRow], *, exact: bool = False) -> str:

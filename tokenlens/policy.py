@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.compress.arms import Arm
 from tokenlens.errors import PolicyError
 
@@ -102,6 +103,9 @@ class Policy(BaseModel):
     mode: Literal["interval", "mean"]
     classes: dict[str, PolicyEntry]
     default: PolicyEntry
+    #: The learned classifier the proxy routes with (fitted on the calibration's tasks);
+    #: None: the proxy falls back to its hand-written rules.
+    classifier: ClassifierBundle | None = None
 
     def entry_for(self, task_class: str | None) -> PolicyEntry:
         """The entry for a class, falling back to `default` for unknown or missing classes."""

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
+from tokenlens.decision.applied import AppliedRetention
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
@@ -178,6 +179,29 @@ def _floor_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+APPLIED_WORDS = (
+    "What the proxy will actually do to each true class: every task is served as the class "
+    "its request is classified as (cross-validated), gets that entry's arm, and keeps its "
+    "own measured retention under it (100 % when it gets no arm). Read from pairs already "
+    "paid for; bounds are one-sided 95 %."
+)
+
+
+def _applied_table(rows: Sequence[AppliedRetention]) -> tuple[list[str], list[list[str]]]:
+    header = ["true class", "tasks", "served as another class", "retention as applied", "note"]
+    body = [
+        [
+            r.task_class,
+            str(r.n_tasks),
+            _pct(r.routed_elsewhere, 0),
+            "n/a" if r.retention is None else f"{_pct(r.retention)} [{_interval(r.low, r.high)}]",
+            r.note,
+        ]
+        for r in rows
+    ]
+    return header, body
+
+
 def _agreement_lines(agreement: JudgeAgreement) -> list[str]:
     a, b = agreement.judges
     rho = agreement.spearman_retention
@@ -293,6 +317,7 @@ def render_markdown(
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
+    applied: Sequence[AppliedRetention] = (),
 ) -> str:
     parts = ["# TokenLens calibration report", ""]
     if local_model:
@@ -304,6 +329,15 @@ def render_markdown(
         parts += [f"- `{arm}` was unavailable: {reason}" for arm, reason in unavailable.items()]
         parts += [""]
     parts += ["## Per class", "", _md_table(*_class_table(policy)), ""]
+    if applied:
+        parts += [
+            "## Policy as applied",
+            "",
+            APPLIED_WORDS,
+            "",
+            _md_table(*_applied_table(applied)),
+        ]
+        parts += [""]
     parts += [f"![reduction vs retention]({plot_name})", ""]
     parts += ["## Noise floors", "", _md_table(*_floor_table(curve)), ""]
     parts += ["## Every arm", "", _md_table(*_curve_table(curve)), ""]
@@ -331,6 +365,7 @@ def render_html(
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
+    applied: Sequence[AppliedRetention] = (),
 ) -> str:
     esc = html.escape
     parts = [
@@ -350,6 +385,9 @@ def render_html(
         )
         parts += ["<h2>Not measured</h2>", f"<ul>{items}</ul>"]
     parts += ["<h2>Per class</h2>", _html_table(*_class_table(policy))]
+    if applied:
+        parts += ["<h2>Policy as applied</h2>", f"<p>{esc(APPLIED_WORDS)}</p>"]
+        parts.append(_html_table(*_applied_table(applied)))
     encoded = base64.b64encode(png).decode("ascii")
     parts.append(f"<img alt='reduction vs retention' src='data:image/png;base64,{encoded}'>")
     parts += ["<h2>Noise floors</h2>", _html_table(*_floor_table(curve))]
@@ -370,6 +408,7 @@ def write_report(
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
+    applied: Sequence[AppliedRetention] = (),
 ) -> ReportPaths:
     """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically.
 
@@ -390,6 +429,7 @@ def write_report(
         agreement=agreement,
         local_model=local_model,
         unavailable=unavailable,
+        applied=applied,
     )
     atomic_write_text(paths.markdown, markdown)
     page = render_html(
@@ -399,6 +439,7 @@ def write_report(
         agreement=agreement,
         local_model=local_model,
         unavailable=unavailable,
+        applied=applied,
     )
     atomic_write_text(paths.html, page)
     return paths

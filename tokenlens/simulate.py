@@ -83,20 +83,17 @@ class Scenario:
 
 
 def _hurt_probabilities(true_retention: float) -> tuple[float, float]:
-    """(easy, hard) chance that a task is hurt, so the population keeps `true_retention`.
+    """(easy, hard) chance that a task is hurt, so the mean over tasks of each task's
+    retention is `true_retention` (a hurt task keeps 1 - mean(TASK_LOSS) on average).
 
-    Population quality is the mean of the two uniform ranges weighted by HARD_SHARE; a
-    hurt task keeps 1 - mean(TASK_LOSS) of its quality on average.
-    """
+    The truth is per task, every task counting once: the stricter reading when harm sits
+    on hard, low-scoring tasks (a ratio of summed grades would weight easy tasks more)."""
     loss = 1.0 - true_retention
     if loss <= 0:
         return 0.0, 0.0
-    q_hard, q_easy = sum(HARD_QUALITY) / 2, sum(EASY_QUALITY) / 2
-    q_all = HARD_SHARE * q_hard + (1 - HARD_SHARE) * q_easy
     mean_loss = sum(TASK_LOSS) / 2
-    per_unit = (HARD_SHARE * q_hard + (1 - HARD_SHARE) * q_easy / HARD_HURT_RATIO) * mean_loss
-    p_hard = loss * q_all / per_unit
-    return p_hard / HARD_HURT_RATIO, p_hard
+    p_easy = loss / ((HARD_SHARE * HARD_HURT_RATIO + (1 - HARD_SHARE)) * mean_loss)
+    return p_easy, p_easy * HARD_HURT_RATIO
 
 
 def simulate_grades(

@@ -13,17 +13,21 @@ The estimands:
 
 * Capped mean retention: mean over pairs of min(comp/clear, 1). What `--mode mean` (the
   seed's rule) reads: compression never earns credit for a lucky draw.
-* Pooled retention (what `--mode interval` reads): sum of the compressed answers' grades
-  over the sum of the grades of the *uncompressed* answers of the same task and replicate.
-  Every replicate has up to three uncompressed readings: the cleartext answer as graded
-  in the arm's own judge call, the same answer as graded in the control's call, and the
-  control's second, independent cleartext answer. Their mean is a steadier reference
-  than one cleartext grade, and comparing within a task and replicate removes the task's
-  difficulty. Uncapped sums are unbiased where capped per-pair means are not (capping
-  pulls a noisy mean down: that is what the control's floor reads), so this estimate
-  needs no floor subtracted; the floor still decides measurability and ✓ vs ?.
+* Per-task retention (what `--mode interval` reads): for each task, the sum of its
+  compressed answers' grades over the sum of its *uncompressed* readings of the same
+  replicates; then the mean over tasks, with a Student-t bound over tasks. Every
+  replicate has up to three uncompressed readings: the cleartext answer as graded in the
+  arm's own judge call, the same answer as graded in the control's call, and the
+  control's second, independent cleartext answer. Their mean is a steadier reference than
+  one cleartext grade, and comparing within a task and replicate removes the task's
+  difficulty. Each task counts once, so harm concentrated on hard, low-scoring tasks is
+  not diluted by easy ones (a ratio of sums over all tasks would weight easy tasks more
+  and read such an arm too high). Uncapped ratios are unbiased where capped per-pair
+  means are not (capping pulls a noisy mean down: that is what the control's floor
+  reads), so no floor is subtracted; the floor still decides measurability and ✓ vs ?.
   The simulation study (`tokenlens.simulate`, `bench/bench_simulation.py`) chose it over
-  the older "1 + R_arm - R_control" difference: same false application, more power.
+  the older "1 + R_arm - R_control" difference of ratio-of-sums: fewer false
+  applications where harm sits on hard tasks, more power.
 """
 
 from __future__ import annotations

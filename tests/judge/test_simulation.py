@@ -4,30 +4,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenlens.simulate import DEFAULT_SCENARIOS, run_study, simulate_grades
+from tokenlens.simulate import DEFAULT_SCENARIOS, designs, run_study, simulate_grades
 from tokenlens.tables import GRADES
 
 
 def test_simulated_grades_have_the_grades_columns_and_integer_grades() -> None:
-    df = simulate_grades(DEFAULT_SCENARIOS[1], np.random.default_rng(0))
+    spread = DEFAULT_SCENARIOS[1]
+    df = simulate_grades(spread, np.random.default_rng(0))
     assert set(df.columns) <= set(GRADES.names)
     assert (df["grade_clear"] % 1 == 0).all() and df["grade_clear"].between(0, 100).all()
-    assert len(df) == 5 * 3 * (1 + len(DEFAULT_SCENARIOS[1].arms))
+    assert len(df) == 5 * 3 * (1 + len(spread.arms))
 
 
-def test_interval_rule_false_certify_and_coverage_on_a_small_study() -> None:
-    # 50 runs x 5 scenarios: 250 arms with a true loss beyond tolerance, 500 intervals.
-    # Goals are <= 5 % false certify and >= 93 % coverage; margins are ~3 binomial SDs.
-    result = run_study(DEFAULT_SCENARIOS, runs=50, seed=2024, modes=("interval",))
+def test_the_concentrated_world_is_harsh_as_described() -> None:
+    world = DEFAULT_SCENARIOS[0]
+    df = simulate_grades(designs([world], (40,), (3,))[0], np.random.default_rng(1))
+    graded = df.dropna(subset=["grade_clear"])
+    assert (graded["grade_clear"] % 5 == 0).all()  # the judge rounds to multiples of 5
+    assert (graded["grade_clear"] == 100).mean() > 0.2  # grades pile up at the ceiling
+    assert df["error"].notna().any()  # some judge calls error
+    assert len(df) < 40 * 3 * (1 + len(world.arms))  # and some rows go missing
+
+
+def test_interval_rule_false_application_power_and_coverage_on_a_small_study() -> None:
+    # 40 runs x 3 worlds at 20 tasks x 3 repeats: 120 arms one point below tolerance.
+    worlds = designs(DEFAULT_SCENARIOS[1:4], (20,), (3,))
+    result = run_study(worlds, runs=40, seed=2024, modes=("interval",))
     total = result.combined("interval")
-    assert total.bad_arm_cases == 250 and total.intervals + total.no_interval == 500
-    assert total.false_certify_rate <= 0.08
-    assert total.false_held_rate <= 0.08
-    assert total.coverage >= 0.90
+    assert total.bad_arm_cases == 120
+    assert total.false_held_rate <= 0.06  # goal 5 %; ~2 binomial SDs of room at 120 cases
+    assert total.power >= 0.6
+    assert total.coverage >= 0.85  # 90 % intervals
 
 
 def test_the_seed_mean_rule_holds_bad_arms_far_more_often() -> None:
-    borderline = DEFAULT_SCENARIOS[0]  # one arm losing 7 % against a 5 % tolerance
-    result = run_study([borderline], runs=60, seed=7, modes=("interval", "mean"))
+    worlds = designs(DEFAULT_SCENARIOS[1:2], (20,), (3,))
+    result = run_study(worlds, runs=40, seed=7, modes=("interval", "mean"))
     by_mode = {t.mode: t for t in result.tallies}
     assert by_mode["mean"].false_held_rate > by_mode["interval"].false_held_rate + 0.2

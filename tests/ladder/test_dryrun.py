@@ -137,3 +137,17 @@ def test_exact_counts_come_from_count_tokens_when_a_key_is_configured(
     counted = fake_anthropic.calls("/v1/messages/count_tokens")
     assert len(counted) == 4 * 3  # 4 tasks x (cleartext, safe, prune@0.5)
     assert not fake_anthropic.calls("/v1/messages")  # a dry run never asks for an answer
+
+
+def test_dry_run_says_what_the_design_can_certify(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenlens.dryrun import design_power_lines
+
+    small = design_power_lines(_config(), dry_run_rows(_config()))
+    assert "a ? needs >= 20 tasks per class, a ✓ >= 60" in small[0]
+    assert all("nothing — " in line and "is below the 20" in line for line in small[1:-1])
+    starter = _config(tasks=Path(__file__).parents[2] / "tasks_data" / "starter.jsonl")
+    rows = dry_run_rows(starter.model_copy(update={"classes": ("extraction",)}))
+    lines = design_power_lines(starter, rows)
+    assert (
+        "extraction" in lines[1] and "20 tasks x 3: an arm only if its true retention" in lines[1]
+    )

@@ -7,6 +7,7 @@ test can read its counters directly and inject a compressor; one test also runs 
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import pytest
 import uvicorn
@@ -27,7 +29,8 @@ from starlette.routing import Route
 from tokenlens.policy import Policy, PolicyEntry, write_policy
 from tokenlens.proxy.app import create_app
 from tokenlens.proxy.handler import ProxyState
-from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.server import ProxyServerConfig
+from tokenlens.proxy.settings import DEFAULT_COMPRESS_BUDGET_MS, ProxySettings
 
 MODEL = "claude-haiku-4-5"
 KEY = "sk-ant-test-proxy-key"
@@ -43,19 +46,19 @@ def free_port() -> int:
 class ThreadServer:
     """An ASGI app served by uvicorn on 127.0.0.1 in a daemon thread."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, settings: ProxySettings | None = None) -> None:
         self.app = app
         self.port = free_port()
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            ws="none",
-            timeout_graceful_shutdown=1,
-        )
+        options: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "log_level": "warning",
+            "timeout_graceful_shutdown": 1,
+        }
+        if settings is None:
+            config = uvicorn.Config(app, access_log=False, lifespan="on", ws="none", **options)
+        else:  # the proxy, served as `tokenlens serve` serves it
+            config = ProxyServerConfig(app, settings, **options)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -104,7 +107,11 @@ def start_proxy() -> Iterator[Callable[..., ProxyServer]]:
     servers: list[ProxyServer] = []
 
     def start(settings: ProxySettings, **kwargs: Any) -> ProxyServer:
-        server = ProxyServer(create_app(settings, **kwargs)).start()
+        if settings.compress_budget_ms == DEFAULT_COMPRESS_BUDGET_MS:
+            # A loaded CI machine must not turn `applied` into a budget fail-open in tests
+            # that are not about the budget (those set their own).
+            settings = dataclasses.replace(settings, compress_budget_ms=10_000.0)
+        server = ProxyServer(create_app(settings, **kwargs), settings).start()
         servers.append(server)
         return server
 
@@ -249,3 +256,23 @@ def messages_body(question: str = "Who manages region 7?", **extra: Any) -> dict
     }
     body.update(extra)
     return body
+
+
+# --- SDK clients that get closed --------------------------------------------------------
+
+SdkFor = Callable[[ProxyServer], anthropic.Anthropic]
+
+
+@pytest.fixture
+def sdk_for() -> Iterator[Callable[[ProxyServer], anthropic.Anthropic]]:
+    """`sdk_for(proxy)`: an SDK client aimed at the proxy, closed after the test."""
+    clients: list[anthropic.Anthropic] = []
+
+    def make(proxy: ProxyServer) -> anthropic.Anthropic:
+        client = anthropic.Anthropic(api_key=KEY, base_url=proxy.base_url, max_retries=0)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()

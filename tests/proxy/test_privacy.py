@@ -85,6 +85,7 @@ def test_canary_secret_and_key_appear_nowhere(
                 "1",
                 "--reload-interval",
                 "0.2",
+                "--access-log",  # to standard output, i.e. into the captured log
             ],
             cwd=root,
             env=env,
@@ -95,12 +96,16 @@ def test_canary_secret_and_key_appear_nowhere(
             base = f"http://127.0.0.1:{port}"
             _wait_until(f"{base}/tokenlens/feed.json", process)
             feed, html = _traffic(base, secret, key, fake_anthropic)
+            # The scrape joins everything searched below.
+            (root / "metrics.txt").write_text(httpx.get(f"{base}/metrics").text)
         finally:
             process.terminate()
             process.wait(timeout=20)
     logs = log_path.read_text(errors="replace")
     assert "Application startup complete" in logs  # the log really was captured
     assert "SHADOW JUDGE IS ON" in logs  # the startup warning about spend
+    assert re.search(r'^\{"time":"[^"]+Z","pid":\d+,"method":"POST"', logs, re.MULTILINE)
+    assert "tokenlens_requests_total{" in (root / "metrics.txt").read_text()
     # Even under -v, the SDK and HTTP libraries (which log bodies and URLs) stay quiet.
     assert not re.search(r"^(DEBUG|INFO) (anthropic|httpx|httpcore)", logs, re.MULTILINE)
     for path, text in _all_text_under(root):

@@ -8,12 +8,15 @@ from typing import Any
 import anyio
 import pytest
 
+from tokenlens.classifier.bundle import ClassifierBundle, FitSummary
+from tokenlens.classifier.features import slot
 from tokenlens.compress import compress_request
 from tokenlens.compress.arms import Arm
 from tokenlens.errors import CompressionError
 from tokenlens.proxy.apply import choose_arm, compress_within, fallback_arm, policy_arm
 from tokenlens.proxy.classify import classify, rule_class, split_question
-from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, ignored_proxy_env, is_loopback
+from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, is_loopback
+from tokenlens.proxy.upstream import OutboundProxy, outbound_proxy
 
 from .conftest import entry, messages_body, standard_policy
 
@@ -107,6 +110,38 @@ def test_rules_read_shape_and_wording() -> None:
         "numeric-reasoning"
     )
     assert rule_class(messages_body("Who manages region 7?")) == "extraction"
+    assert rule_class(messages_body("SUMMARIZE THE REPORT, TL;DR.")) == "summarization"
+
+
+def _summary_bundle(threshold: float) -> ClassifierBundle:
+    """A hand-set bundle: a summary cue in the question means summarization."""
+    fit = FitSummary(
+        n_tasks=2, per_class={}, task_digests=(), folds=2, c=1.0, max_wrong=0.0,
+        cv_right=0, cv_unsure=0, cv_wrong=0,
+    )  # fmt: skip
+    return ClassifierBundle(
+        classes=("extraction", "summarization"),
+        intercept=(0.5, 0.0),
+        slots=(slot("cue:summary:1"),),
+        weights=((0.0, 30.0),),
+        threshold=threshold,
+        fit=fit,
+    )
+
+
+def test_a_shipped_classifier_decides_and_may_be_unsure() -> None:
+    bundle = _summary_bundle(threshold=0.9)
+    found = classify(messages_body("Summarize the report."), None, KNOWN, bundle)
+    assert (found.task_class, found.source) == ("summarization", "model")
+    assert found.confidence is not None and found.confidence >= 0.9
+    # weak evidence: the rules would say extraction, the classifier abstains -> default
+    unsure = classify(messages_body("Who manages region 7?"), None, KNOWN, bundle)
+    assert (unsure.task_class, unsure.source) == ("default", "default")
+    assert unsure.confidence is not None and unsure.confidence < 0.9
+    # a header still wins, and a class the policy does not know is never named
+    assert classify(messages_body("Summarize it."), "extraction", KNOWN, bundle).source == "header"
+    only = classify(messages_body("Summarize it."), None, ("extraction",), bundle)
+    assert (only.task_class, only.source) == ("default", "default")
 
 
 def test_single_string_message_splits_at_last_paragraph() -> None:
@@ -174,11 +209,11 @@ def test_settings_reject_nonsense() -> None:
 
 
 def test_rules_on_the_bundled_starter_set() -> None:
-    """In-sample (the rules were tuned on this set): a regression guard, not an accuracy claim.
-
-    At the time of writing the rules get 25 of 35 right; classes the rules miss fall back to
-    whatever entry they land on, and applications can always send `x-tokenlens-class`.
-    """
+    """A regression guard, not an accuracy claim: the rules are only the fallback for a
+    policy without a learned classifier, and they name a wrong class far too often (at the
+    time of writing: 25 right, 9 wrong of the first 35 starter tasks, on which they were
+    tuned; 69 right, 52 wrong of all 140). `tokenlens classify --eval FILE --rules` prints
+    the figures; the learned classifier's are in the README."""
     from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
 
     tasks = load_tasks(DEFAULT_TASKS_PATH)
@@ -186,21 +221,35 @@ def test_rules_on_the_bundled_starter_set() -> None:
         classify(task.to_request(model="m"), None, KNOWN_CLASSES).task_class == task.task_class
         for task in tasks
     )
-    assert right >= 0.6 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
+    assert right >= 0.45 * len(tasks), f"rules classify only {right}/{len(tasks)} starter tasks"
 
 
-def test_an_outbound_proxy_variable_the_relay_ignores_is_named() -> None:
+def test_the_outbound_proxy_for_the_upstream_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     https = "https://api.anthropic.com"
-    assert ignored_proxy_env(https, {}) is None
-    assert ignored_proxy_env(https, {"HTTPS_PROXY": "http://corp:3128"}) == "HTTPS_PROXY"
-    assert ignored_proxy_env(https, {"all_proxy": "socks5://corp:1080"}) == "ALL_PROXY"
-    # an http-only proxy does not apply to an https upstream, and an empty value is unset
-    assert ignored_proxy_env(https, {"HTTP_PROXY": "http://corp:3128"}) is None
-    assert ignored_proxy_env(https, {"HTTPS_PROXY": ""}) is None
-    assert ignored_proxy_env("http://127.0.0.1:9", {"HTTP_PROXY": "x"}) == "HTTP_PROXY"
-    # NO_PROXY entries that cover the host: exact, a parent domain (with or without a dot), *
-    for no_proxy in ("api.anthropic.com", "anthropic.com", ".anthropic.com", "foo, *"):
-        env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": no_proxy}
-        assert ignored_proxy_env(https, env) is None, no_proxy
-    env = {"HTTPS_PROXY": "http://corp:3128", "NO_PROXY": "example.com,thropic.com"}
-    assert ignored_proxy_env(https, env) == "HTTPS_PROXY"
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        for variant in (name, name.lower()):
+            monkeypatch.delenv(variant, raising=False)
+    assert outbound_proxy(https) == OutboundProxy()
+    assert outbound_proxy(https).described == "direct"
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@corp:3128")
+    found = outbound_proxy(https)
+    assert str(found.url) == "http://corp:3128"
+    assert found.auth is not None and found.auth.password == "secret"
+    assert "secret" not in found.described
+    # an https-only proxy does not apply to an http upstream
+    assert outbound_proxy("http://127.0.0.1:9").url is None
+    # NO_PROXY entries that cover the host (the standard library's rules, as aiohttp's):
+    # exact, a parent domain (with or without a dot), or `*` alone
+    for no_proxy in (
+        "api.anthropic.com",
+        "anthropic.com",
+        ".anthropic.com",
+        "foo, api.anthropic.com",
+        "*",
+    ):
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        assert outbound_proxy(https).url is None, no_proxy
+    monkeypatch.setenv("NO_PROXY", "example.com,thropic.com")
+    assert str(outbound_proxy(https).url) == "http://corp:3128"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import logging
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenlens.errors import PolicyError
+from tokenlens.commands.serve import build_settings, register
+from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.policy import Policy, write_policy
 from tokenlens.proxy import relay
 from tokenlens.proxy.policy_store import PolicyStore
@@ -83,9 +85,13 @@ def test_request_headers_cross_except_hop_by_hop_and_our_own() -> None:
         (b"accept-encoding", b"gzip"),
     ]
     names = [k.lower() for k, _ in relay.request_headers(raw, keep_length=False)]
-    assert names == [b"x-api-key", b"anthropic-version", b"anthropic-beta", b"accept-encoding"]
+    assert names == ["x-api-key", "anthropic-version", "anthropic-beta", "accept-encoding"]
     kept = [k.lower() for k, _ in relay.request_headers(raw, keep_length=True)]
-    assert b"content-length" in kept
+    assert "content-length" in kept
+    # aiohttp writes header text as UTF-8: UTF-8 bytes cross unchanged
+    utf8 = "naïve ✓".encode()
+    [(_, value)] = relay.request_headers([(b"x-note", utf8)], keep_length=False)
+    assert value.encode() == utf8
     assert relay.call_headers(raw) == {
         "x-api-key": "sk-1",
         "anthropic-version": "2023-06-01",
@@ -167,3 +173,18 @@ def test_rolling_window_and_dollars() -> None:
     stats.record_compression("x", "unknown-model", 100, 50, 1.0)
     assert stats.unpriced_models == 1 and stats.dollars_saved == pytest.approx(0.6)
     assert percentile([5.0, 1.0, 3.0], 50) == 3.0 and percentile([], 50) is None
+
+
+def test_serve_flags_for_upstream_timeouts_and_client_limits() -> None:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    flags = ["--upstream-timeout", "30", "--connect-timeout", "2", "--max-header-count", "20"]
+    flags += ["--max-header-bytes", "8192", "--header-timeout", "3", "--keep-alive-timeout", "7"]
+    settings = build_settings(parser.parse_args(["serve", *flags]))
+    assert (settings.upstream_timeout_s, settings.connect_timeout_s) == (30.0, 2.0)
+    assert (settings.max_header_count, settings.max_header_bytes) == (20, 8192)
+    assert (settings.header_timeout_s, settings.keepalive_timeout_s) == (3.0, 7)
+    with pytest.raises(TokenLensError, match="upstream_timeout_s must be > 0"):
+        build_settings(parser.parse_args(["serve", "--upstream-timeout", "0"]))
+    with pytest.raises(TokenLensError, match="max_header_count must be >= 1"):
+        build_settings(parser.parse_args(["serve", "--max-header-count", "0"]))

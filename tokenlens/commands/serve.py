@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
     from tokenlens.proxy.settings import ProxySettings
 
 log = logging.getLogger("tokenlens.proxy")
+#: Remote policies are checked less often than a local file (each check is a request).
+URL_RELOAD_INTERVAL_S = 30.0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,9 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--policy",
-        type=Path,
         default=None,
-        help="policy file to apply and hot-reload (e.g. reports/policy/latest.json)",
+        help="policy to apply and hot-reload: a file (e.g. reports/policy/latest.json) or a "
+        "URL (https://..., http://..., s3://bucket/key)",
     )
     parser.add_argument(
         "--upstream",
@@ -98,8 +99,63 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--reload-interval",
         type=float,
-        default=defaults.DEFAULT_RELOAD_INTERVAL_S,
-        help="seconds between policy file checks (default %(default)s)",
+        default=None,
+        help=f"seconds between policy checks (default {defaults.DEFAULT_RELOAD_INTERVAL_S:g} "
+        f"for a file, {URL_RELOAD_INTERVAL_S:g} for a URL)",
+    )
+    # --- observability and fleet -----------------------------------------------------------
+    parser.add_argument(
+        "--access-log",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help="one JSON line per request (class, arm, outcome, status, timings, token counts; "
+        "never content or keys) to PATH, or to standard output with - or no value",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes serving the port; /metrics and the dashboard sum them (default 1)",
+    )
+    parser.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=defaults.DEFAULT_UPSTREAM_TIMEOUT_S,
+        help="seconds to wait for the upstream's next bytes: the answer's start, then each "
+        "piece of it (default %(default)s; past it: 504, or a broken stream)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=defaults.DEFAULT_CONNECT_TIMEOUT_S,
+        help="seconds to connect to the upstream (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-header-count",
+        type=int,
+        default=defaults.DEFAULT_MAX_HEADER_COUNT,
+        help="most request headers accepted; more get 431 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=defaults.DEFAULT_MAX_HEADER_BYTES,
+        help="most bytes of request headers accepted; more get 431 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=defaults.DEFAULT_HEADER_TIMEOUT_S,
+        help="seconds a request's headers may take to arrive; slower gets 408 "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-alive-timeout",
+        type=int,
+        default=defaults.DEFAULT_KEEPALIVE_TIMEOUT_S,
+        help="seconds an idle client connection is kept open (default %(default)s)",
     )
     parser.set_defaults(func=run)
 
@@ -107,7 +163,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def build_settings(args: argparse.Namespace) -> ProxySettings:
     """ProxySettings from parsed arguments; TokenLensError with a clear message if wrong."""
     from tokenlens.compress.arms import Arm
-    from tokenlens.proxy.settings import ProxySettings, is_loopback
+    from tokenlens.proxy.settings import (
+        DEFAULT_RELOAD_INTERVAL_S,
+        POLICY_URL_SCHEMES,
+        ProxySettings,
+        is_loopback,
+    )
 
     override: Arm | None = None
     if args.compress is not None:
@@ -126,10 +187,24 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             f"--host {args.host} is not a loopback address; the proxy and its dashboard have "
             "no authentication. Pass --allow-remote to bind it anyway."
         )
+    policy: str | None = args.policy
+    is_url = policy is not None and policy.startswith(POLICY_URL_SCHEMES)
+    reload_interval = args.reload_interval
+    if reload_interval is None:
+        reload_interval = URL_RELOAD_INTERVAL_S if is_url else DEFAULT_RELOAD_INTERVAL_S
+    if reload_interval <= 0:
+        raise TokenLensError(f"--reload-interval must be > 0, got {reload_interval}")
+    if args.access_log not in (None, "-") and not Path(args.access_log).parent.is_dir():
+        raise TokenLensError(
+            f"--access-log {args.access_log}: folder {Path(args.access_log).parent} does not exist"
+        )
     try:
         return ProxySettings(
             upstream=args.upstream,
-            policy_path=args.policy,
+            policy_path=Path(policy) if policy is not None and not is_url else None,
+            policy_url=policy if is_url else None,
+            access_log=args.access_log,
+            workers=args.workers,
             allow_provisional=args.allow_provisional,
             override_arm=override,
             measure=args.measure,
@@ -138,7 +213,13 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             judge_model=args.judge_model,
             max_body_bytes=args.max_body_bytes,
             compress_budget_ms=args.compress_budget_ms,
-            reload_interval_s=args.reload_interval,
+            reload_interval_s=reload_interval,
+            upstream_timeout_s=args.upstream_timeout,
+            connect_timeout_s=args.connect_timeout,
+            max_header_count=args.max_header_count,
+            max_header_bytes=args.max_header_bytes,
+            header_timeout_s=args.header_timeout,
+            keepalive_timeout_s=args.keep_alive_timeout,
             host=args.host,
             port=args.port,
             allow_remote=args.allow_remote,
@@ -152,48 +233,33 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
-    from tokenlens.proxy.settings import ignored_proxy_env, is_loopback
+    from tokenlens.proxy.server import ProxyServerConfig
+    from tokenlens.proxy.settings import is_loopback
+    from tokenlens.proxy.upstream import outbound_proxy
 
     settings = build_settings(args)
     # httpx logs every URL at INFO and the SDK whole requests at DEBUG, even under -v:
     # the proxy logs its own lines, which carry no prompt, key, path or query.
     quiet_libraries()
-    proxy_variable = ignored_proxy_env(settings.upstream_base, os.environ)
-    if proxy_variable is not None:
-        log.warning(
-            "%s is set, but relayed requests connect to the upstream directly (the proxy "
-            "does not tunnel through an outbound proxy); add the upstream's host to NO_PROXY "
-            "to silence this if direct access works",
-            proxy_variable,
-        )
+    log.info("upstream connection: %s", outbound_proxy(settings.upstream_base).described)
     if not is_loopback(settings.host):
         log.warning(
             "binding %s (not loopback): anyone who can reach this port can use the proxy "
             "with their key and read the dashboard",
             settings.host,
         )
+    if settings.workers > 1:
+        return _run_workers(args, settings)
     app = create_app(settings)  # loads the policy: PolicyError ends here, before binding
     if settings.judge:
         log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
-    if settings.policy_path is not None:
-        log.info("policy: %s", settings.policy_path)
+    if settings.policy_location is not None:
+        log.info("policy: %s", settings.policy_location)
     elif settings.override_arm is not None:
         log.info("no policy: applying %s to every request", settings.override_arm.label)
     else:
         log.info("no policy and no --compress: pure pass-through")
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        access_log=False,  # our own lines carry no query strings or headers
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,  # nothing sits in front of us; skip the X-Forwarded-* rewriter
-        lifespan="on",
-        ws="none",
-        log_config=None,
-    )
+    config = ProxyServerConfig(app, settings, log_level="info", log_config=None)
     server = uvicorn.Server(config)
     # Everything imported so far lives as long as the process: exempt it from the cyclic
     # collector, so a full collection never pauses a relayed request to rescan it.
@@ -209,3 +275,24 @@ def run(args: argparse.Namespace) -> int:
     )
     server.run()
     return 0 if server.started else 1
+
+
+def _run_workers(args: argparse.Namespace, settings: ProxySettings) -> int:
+    """`--workers N`: check the policy once here (a bad one fails before binding), then let
+    uvicorn's supervisor run N processes that each build the app (see proxy.workers)."""
+    from tokenlens.proxy.app import JUDGE_WARNING
+    from tokenlens.proxy.policy_store import PolicyStore
+    from tokenlens.proxy.workers import run_workers
+
+    if settings.policy_location is not None:
+        PolicyStore(settings.policy_location)
+    if settings.judge:
+        log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
+    log.info(
+        "tokenlens proxy on http://%s:%d -> %s with %d workers (dashboard /tokenlens/)",
+        settings.host,
+        settings.port,
+        settings.upstream_base,
+        settings.workers,
+    )
+    return run_workers(args, settings)

@@ -32,11 +32,14 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", _QUOTE_MARKERS.sub("", text)).strip().lower()
 
 
-def apply_dedup(text: str) -> str:
-    """Remove repeated paragraphs and collapse repeated lines (see module docstring)."""
+def apply_dedup(text: str, blocks: list[Block] | None = None) -> str:
+    """Remove repeated paragraphs and collapse repeated lines (see module docstring).
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
     seen: set[str] = set()
     out: list[Block] = []
-    for block in segment(text):
+    for block in segment(text) if blocks is None else blocks:
         if block.kind == "quote":
             block = Block(block.kind, _dedup_quote(block.text, seen), block.lang)
             if not block.text:

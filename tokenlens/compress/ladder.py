@@ -6,15 +6,18 @@ that rung alone, and a lossy rung's output keeps every fence, table and JSON blo
 its input byte for byte (minify, a gentler rung, would have compacted tables).
 `control` returns the text unchanged.
 
-Counts are offline estimates (`tokenlens.tokens.TOKENIZER_NOTE`). `eligible_blocks` is
-how many of the text's blocks the arm's own rung may rewrite (its gate, per block),
-`total_blocks` how many non-blank blocks the text has.
+Counts are offline estimates (`tokenlens.tokens.TOKENIZER_NOTE`), taken only when read:
+the proxy compresses on the request path and counting tokens costs more than the
+cheaper rungs themselves. `eligible_blocks` is how many of the text's blocks the arm's
+own rung may rewrite (its gate, per block), `total_blocks` how many non-blank blocks the
+text has.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from tokenlens.compress import lingua
 from tokenlens.compress.arms import CONTROL, Arm
@@ -30,7 +33,7 @@ from tokenlens.errors import CompressionError
 from tokenlens.tokens import estimate_tokens
 
 #: The model-free, meaning-keeping rungs (0-2), by name.
-GENTLE: tuple[tuple[str, Callable[[str], str]], ...] = (
+GENTLE: tuple[tuple[str, Callable[[str, list[Block] | None], str]], ...] = (
     ("safe", apply_safe),
     ("minify", apply_minify),
     ("dedup", apply_dedup),
@@ -40,14 +43,25 @@ LOSSY_METHODS = frozenset({"prune", "select", "llmlingua2"})
 
 @dataclass(frozen=True)
 class TextResult:
-    """One text through one arm, with measured (estimated-token) sizes."""
+    """One text through one arm, with measured (estimated-token) sizes, counted on demand."""
 
     text: str
-    original_tokens: int
-    compressed_tokens: int
     eligible_blocks: int
     total_blocks: int
-    eligible_tokens: int
+    original: str
+    eligible_texts: tuple[str, ...]
+
+    @cached_property
+    def original_tokens(self) -> int:
+        return estimate_tokens(self.original)
+
+    @cached_property
+    def compressed_tokens(self) -> int:
+        return estimate_tokens(self.text)
+
+    @cached_property
+    def eligible_tokens(self) -> int:
+        return sum(estimate_tokens(text) for text in self.eligible_texts)
 
     @property
     def reduction(self) -> float:
@@ -86,41 +100,43 @@ def compress_text(
         ArmUnavailable: llmlingua2 cannot load its model.
         CompressionError: a rung failed on this text.
     """
-    blocks = counted(segment(text))
+    all_blocks = segment(text)
+    blocks = counted(all_blocks)
     runs = arm.method != CONTROL and (lossy or arm.method not in LOSSY_METHODS)
     allowed = gate(arm.method if runs else CONTROL)
-    eligible = [b for b in blocks if allowed(b)]
-    out = _run(text, arm, question, settings or CompressSettings()) if runs else text
+    eligible = tuple(b.text for b in blocks if allowed(b))
+    out = _run(text, all_blocks, arm, question, settings or CompressSettings()) if runs else text
     return TextResult(
         text=out,
-        original_tokens=estimate_tokens(text),
-        compressed_tokens=estimate_tokens(out),
         eligible_blocks=len(eligible),
         total_blocks=len(blocks),
-        eligible_tokens=sum(estimate_tokens(b.text) for b in eligible),
+        original=text,
+        eligible_texts=eligible,
     )
 
 
-def _run(text: str, arm: Arm, question: str | None, settings: CompressSettings) -> str:
+def _run(
+    text: str, blocks: list[Block], arm: Arm, question: str | None, settings: CompressSettings
+) -> str:
+    """The arm's rung on `text`, whose segmentation `blocks` the rung reuses."""
     gentle = dict(GENTLE)
     if arm.method in gentle:
-        return gentle[arm.method](text)
+        return gentle[arm.method](text, blocks)
     rate = arm.rate
     if rate is None:  # Arm guarantees a rate for rated methods
         raise CompressionError(f"{arm.key}: rated method without a rate")
     try:
         if arm.method == "prune":
-            return apply_prune(text, rate, question)
+            return apply_prune(text, rate, question, blocks=blocks)
         if arm.method == "select":
-            return apply_select(text, rate, question)
+            return apply_select(text, rate, question, blocks=blocks)
     except (ValueError, KeyError, IndexError) as exc:
         raise CompressionError(f"{arm.key} failed: {type(exc).__name__}: {exc}") from exc
-    return _run_lingua(text, rate, settings)
+    return _run_lingua(text, blocks, rate, settings)
 
 
-def _run_lingua(text: str, rate: float, settings: CompressSettings) -> str:
+def _run_lingua(text: str, blocks: list[Block], rate: float, settings: CompressSettings) -> str:
     """LLMLingua-2 on the eligible blocks only; prose paragraphs and list items are units."""
-    blocks = segment(text)
     units: list[str] = []
     where: list[tuple[int, int | None]] = []  # (block, line or None for a whole paragraph)
     for b, block in enumerate(blocks):

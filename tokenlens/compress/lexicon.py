@@ -42,9 +42,14 @@ def words(text: str) -> list[re.Match[str]]:
     return list(_WORD.finditer(text))
 
 
+def word_texts(text: str) -> list[str]:
+    """The texts of `words(text)`, without building match objects."""
+    return _WORD.findall(text)
+
+
 def terms(text: str) -> list[str]:
     """Lowercased alphanumeric terms, for scoring and for matching the question."""
-    return [match.group(0).lower() for match in _TERM.finditer(text)]
+    return [term.lower() for term in _TERM.findall(text)]
 
 
 def core(word: str) -> str:
@@ -81,4 +86,4 @@ def is_stopword(word: str) -> bool:
 
 def content_terms(text: str) -> list[str]:
     """Terms minus stopwords: what a question is about."""
-    return [term for term in terms(text) if term not in STOPWORDS]
+    return [term for term in map(str.lower, _TERM.findall(text)) if term not in STOPWORDS]

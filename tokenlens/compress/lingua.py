@@ -6,8 +6,12 @@ A compressor is loaded once per process and model; a failed load is remembered t
 a dry run over 35 tasks pays for one failed attempt, not 35.
 
 When the model cannot be loaded the arm is *unavailable* with the reason: nothing else is
-silently run in its place. llmlingua picks its code path from the model name, so a local
-directory must contain ``bert-base-multilingual-cased`` or ``xlm-roberta-large`` in it.
+silently run in its place. Before the first hub load the process decides whether the hub
+is reachable at all (`tokenlens.compress.hub`); if not, loads use the local cache only
+and fail at once instead of retrying a missing network for half a minute.
+
+llmlingua picks its code path from the model name, so a local directory must contain
+``bert-base-multilingual-cased`` or ``xlm-roberta-large`` in its name.
 
 Numbers (``force_reserve_digit``) and identifiers (passed as ``force_tokens``) are always
 kept; prose line breaks inside a paragraph become spaces (the BERT tokenizer drops them).
@@ -15,12 +19,11 @@ kept; prose line breaks inside a paragraph become spaces (the BERT tokenizer dro
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from tokenlens.compress import lexicon
+from tokenlens.compress import hub, lexicon
 from tokenlens.errors import ArmUnavailable, CompressionError
 from tokenlens.tokens import ensure_tiktoken_cache
 
@@ -75,6 +78,12 @@ def _load(model: str, device: str) -> Any:
     local = Path(model).expanduser()
     if (model.startswith((".", "/", "~")) or local.exists()) and not local.is_dir():
         raise ArmUnavailable(f"cannot load {model}: no such model directory")
+    offline = None if local.is_dir() else hub.hub_status()  # a directory needs no hub
+    if offline is not None and not offline.reachable and not _in_hub_cache(model):
+        # Known to fail: say so now rather than after 15-20 s of importing torch.
+        raise ArmUnavailable(
+            f"cannot load {model}: {offline.reason} and not in the local Hugging Face cache"
+        )
     try:
         ensure_tiktoken_cache()
         from llmlingua import PromptCompressor
@@ -89,14 +98,24 @@ def _load(model: str, device: str) -> Any:
             use_llmlingua2=True,
         )
     except Exception as exc:  # transformers/hub raise many types; all mean "cannot load"
-        raise ArmUnavailable(_explain(model, local, exc)) from exc
+        raise ArmUnavailable(_explain(model, exc, offline)) from exc
 
 
-def _explain(model: str, local: Path, exc: Exception) -> str:
+def _in_hub_cache(model: str) -> bool:
+    """Is the model's config in the local Hugging Face cache (huggingface_hub's own lookup)?"""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # not installed, or a name the hub rejects: let the real load say
+        return True
+
+
+def _explain(model: str, exc: Exception, offline: hub.HubStatus | None) -> str:
     detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    if not local.is_dir() and os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true"}:
+    if offline is not None and not offline.reachable:
         return (
-            f"cannot load {model}: offline (HF_HUB_OFFLINE=1) and not in the local "
+            f"cannot load {model}: {offline.reason} and not in the local "
             f"Hugging Face cache ({type(exc).__name__}: {detail})"
         )
     return f"cannot load {model}: {type(exc).__name__}: {detail}"

@@ -31,15 +31,18 @@ _BETWEEN_TAGS = re.compile(r">\s+<")
 _HTML_DOCUMENT = re.compile(r"^\s*(<!DOCTYPE html|<html\b)", re.IGNORECASE)
 
 
-def apply_minify(text: str) -> str:
-    """Structural compaction of JSON, tables and HTML (see module docstring)."""
+def apply_minify(text: str, blocks: list[Block] | None = None) -> str:
+    """Structural compaction of JSON, tables and HTML (see module docstring).
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
     whole = compact_json(text)
     if whole is not None:
         return whole
     if _HTML_DOCUMENT.match(text):
         return strip_html(text)
     out: list[str] = []
-    for block in segment(text):
+    for block in segment(text) if blocks is None else blocks:
         out.append(_minify_block(block))
     return "".join(out)
 

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from tokenlens.compress import lexicon
 from tokenlens.compress.blocks import Block, segment
@@ -30,15 +31,16 @@ QUESTION_TERM_BONUS = 4.0
 QUESTION_SENTENCE_BONUS = 1.5
 
 
-@dataclass(frozen=True)
-class _Word:
-    block: int
-    line: int
-    order: int
-    text: str
-    cost: int
-    protected: bool
-    score: float
+@dataclass
+class _Words:
+    """Every word of the eligible lines, in text order, as columns (one row per word)."""
+
+    block: list[int]
+    line: list[int]
+    text: list[str]
+    cost: list[int]
+    protected: list[bool]
+    score: list[float]
 
 
 @lru_cache(maxsize=65536)
@@ -47,79 +49,132 @@ def word_cost(word: str) -> int:
     return estimate_tokens(" " + word)
 
 
-def apply_prune(text: str, rate: float, question: str | None = None) -> str:
-    """Keep about `rate` of the eligible blocks' tokens (see module docstring)."""
-    blocks = segment(text)
+@lru_cache(maxsize=1024)
+def _prefix_cost(prefix: str) -> int:
+    """Tokens of a line prefix (indentation, list or quote marker): few distinct values."""
+    return estimate_tokens(prefix)
+
+
+class _Facts(NamedTuple):
+    """What prune needs to know about one word; depends on the word alone, so cached."""
+
+    bare: str  # without edge punctuation
+    term: str  # bare, lowercased: the unit of counting
+    stem: str  # term[:5], matched against the question's stems
+    entity: bool  # capitalised non-stopword (whether it counts depends on its position)
+    capitals: bool  # two or more capitals: an entity even at a sentence start
+    always_kept: bool  # a number or an identifier
+    scored: bool  # has a letter or digit
+    stopword: bool
+    ends_sentence: bool
+    cost: int
+
+
+@lru_cache(maxsize=65536)
+def _facts(word: str) -> _Facts:
+    bare = lexicon.core(word)
+    term = bare.lower()
+    return _Facts(
+        bare=bare,
+        term=term,
+        stem=term[:5],
+        entity=lexicon.is_entity(word),
+        capitals=sum(c.isupper() for c in bare) >= 2,
+        always_kept=lexicon.is_number(word) or lexicon.is_identifier(word),
+        scored=bool(term) and any(c.isalnum() for c in term),
+        stopword=lexicon.is_stopword(word),
+        ends_sentence=bool(_SENTENCE_END.search(word)),
+        cost=word_cost(word),
+    )
+
+
+def apply_prune(
+    text: str, rate: float, question: str | None = None, *, blocks: list[Block] | None = None
+) -> str:
+    """Keep about `rate` of the eligible blocks' tokens (see module docstring).
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
+    if blocks is None:
+        blocks = segment(text)
     lines_of = {i: split_lines(b.text) for i, b in enumerate(blocks) if b.eligible}
     if not lines_of:
         return text
-    found = _collect_words(blocks, lines_of, question)
+    found = _collect_words(lines_of, question)
     budget = rate * sum(estimate_tokens(blocks[i].text) for i in lines_of)
-    spent = sum(estimate_tokens(line.prefix) for lines in lines_of.values() for line in lines)
-    keep: set[int] = set()
-    for word in found:
-        if word.protected:
-            keep.add(word.order)
-            spent += word.cost
-    for word in sorted(found, key=lambda w: (-w.score, w.order)):
-        if word.protected:
+    spent = sum(_prefix_cost(line.prefix) for lines in lines_of.values() for line in lines)
+    cost = found.cost
+    protected = found.protected
+    keep: set[int] = {order for order, kept in enumerate(protected) if kept}
+    spent += sum(cost[order] for order in keep)
+    # best score first, ties in text order (the sort is stable, also when reversed)
+    for order in sorted(range(len(found.score)), key=found.score.__getitem__, reverse=True):
+        if protected[order]:
             continue
-        if spent + word.cost > budget:
+        if spent + cost[order] > budget:
             break
-        keep.add(word.order)
-        spent += word.cost
+        keep.add(order)
+        spent += cost[order]
     return rebuild(blocks, _rewrite(blocks, lines_of, found, keep))
 
 
-def _collect_words(
-    blocks: list[Block], lines_of: dict[int, list[Line]], question: str | None
-) -> list[_Word]:
-    raw: list[tuple[int, int, str, bool]] = []  # block, line, word, sentence-initial
+def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Words:
+    block_ids: list[int] = []
+    line_ids: list[int] = []
+    texts: list[str] = []
+    facts: list[_Facts] = []
+    initials: list[bool] = []  # sentence-initial
     for b, lines in lines_of.items():
         for n, line in enumerate(lines):
-            initial = True
-            for match in lexicon.words(line.content):
-                raw.append((b, n, match.group(0), initial))
-                initial = bool(_SENTENCE_END.search(match.group(0)))
-    counts = Counter(lexicon.core(w).lower() for _, _, w, _ in raw)
+            found = lexicon.word_texts(line.content)
+            if not found:
+                continue
+            mine = [_facts(word) for word in found]
+            texts += found
+            facts += mine
+            block_ids += [b] * len(found)
+            line_ids += [n] * len(found)
+            initials.append(True)
+            initials += [f.ends_sentence for f in mine[:-1]]
+    counts = Counter(f.term for f in facts)
     total = max(sum(counts.values()), 1)
     midsentence_caps = {
-        lexicon.core(w) for _, _, w, initial in raw if not initial and lexicon.is_entity(w)
+        f.bare for f, initial in zip(facts, initials, strict=True) if not initial and f.entity
     }
     q_terms = set(lexicon.content_terms(question or ""))
     q_stems = {term[:5] for term in q_terms}
-    sentence_bonus = _sentence_bonuses(raw, q_stems)
-    words: list[_Word] = []
-    for order, (b, n, w, initial) in enumerate(raw):
-        bare = lexicon.core(w)
-        entity = lexicon.is_entity(w) and (
-            not initial or bare in midsentence_caps or sum(c.isupper() for c in bare) >= 2
-        )
-        protected = lexicon.is_number(w) or lexicon.is_identifier(w) or entity
-        term = bare.lower()
-        if not term or not any(c.isalnum() for c in term):
+    # A word's score is its term's score plus its sentence's bonus; terms repeat a lot.
+    term_score: dict[str, float] = {}
+    for f in facts:
+        if f.term in term_score:
+            continue
+        if not f.scored:
             score = 0.0
-        elif lexicon.is_stopword(w):
-            score = 0.05 * math.log(total / counts[term] + 1.0)
+        elif f.stopword:
+            score = 0.05 * math.log(total / counts[f.term] + 1.0)
         else:
-            score = 1.0 + math.log(total / counts[term])
-        if term and (term in q_terms or term[:5] in q_stems):
+            score = 1.0 + math.log(total / counts[f.term])
+        if f.term and (f.term in q_terms or f.stem in q_stems):
             score += QUESTION_TERM_BONUS
-        score += sentence_bonus[order]
-        words.append(_Word(b, n, order, w, word_cost(w), protected, score))
-    return words
+        term_score[f.term] = score
+    bonus = _sentence_bonuses(facts, initials, q_stems)
+    scores = [term_score[f.term] + extra for f, extra in zip(facts, bonus, strict=True)]
+    protected = [
+        f.always_kept or (f.entity and (not initial or f.capitals or f.bare in midsentence_caps))
+        for f, initial in zip(facts, initials, strict=True)
+    ]
+    return _Words(block_ids, line_ids, texts, [f.cost for f in facts], protected, scores)
 
 
-def _sentence_bonuses(raw: list[tuple[int, int, str, bool]], q_stems: set[str]) -> list[float]:
+def _sentence_bonuses(facts: list[_Facts], initials: list[bool], q_stems: set[str]) -> list[float]:
     """Words of a sentence that mentions the question's terms are worth a bit more."""
-    bonuses = [0.0] * len(raw)
+    bonuses = [0.0] * len(facts)
     if not q_stems:
         return bonuses
     start = 0
-    for i in range(len(raw) + 1):
-        if i == len(raw) or (i > start and raw[i][3]):
-            sentence = raw[start:i]
-            hits = {lexicon.core(w).lower()[:5] for _, _, w, _ in sentence} & q_stems
+    for i in range(len(facts) + 1):
+        if i == len(facts) or (i > start and initials[i]):
+            hits = {f.stem for f in facts[start:i]} & q_stems
             if hits:
                 for j in range(start, i):
                     bonuses[j] = QUESTION_SENTENCE_BONUS * len(hits) / len(q_stems)
@@ -128,14 +183,12 @@ def _sentence_bonuses(raw: list[tuple[int, int, str, bool]], q_stems: set[str]) 
 
 
 def _rewrite(
-    blocks: list[Block], lines_of: dict[int, list[Line]], found: list[_Word], keep: set[int]
+    blocks: list[Block], lines_of: dict[int, list[Line]], found: _Words, keep: set[int]
 ) -> dict[int, str]:
     kept_words: dict[tuple[int, int], list[str]] = {}
-    had_words: set[tuple[int, int]] = set()
-    for word in found:
-        had_words.add((word.block, word.line))
-        if word.order in keep:
-            kept_words.setdefault((word.block, word.line), []).append(word.text)
+    had_words = set(zip(found.block, found.line, strict=True))
+    for order in sorted(keep):
+        kept_words.setdefault((found.block[order], found.line[order]), []).append(found.text[order])
     replaced: dict[int, str] = {}
     for b, lines in lines_of.items():
         out: list[str] = []

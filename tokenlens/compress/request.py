@@ -28,6 +28,8 @@ Which text is the question (never compressed):
 The question also steers the question-aware rungs (`prune`, `select`) everywhere else.
 Token counts are offline estimates (`tokenlens.tokens.TOKENIZER_NOTE`) over all text the
 body carries: system, every message's text, tool inputs and results, tool definitions.
+They are taken when first read, not by `compress_request`: on the proxy's request path
+counting costs more than the cheaper rungs, and it only needs them for its statistics.
 """
 
 from __future__ import annotations
@@ -36,9 +38,8 @@ import copy
 import json
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.compress.blocks import segment
@@ -48,21 +49,38 @@ from tokenlens.errors import CompressionError
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
 
-class CompressionResult(BaseModel):
-    """What one arm did to one body. `reduction` is measured, never the nominal rate."""
+@dataclass(frozen=True)
+class CompressionResult:
+    """What one arm did to one body. `reduction` is measured, never the nominal rate.
 
-    model_config = ConfigDict(frozen=True)
+    The token counts are computed on first access (and then kept). The original body's
+    count is derived from the compressed one: the two differ only in the rewritten
+    slots, whose texts before and after are kept in `rewritten`.
+    """
 
     body: dict[str, Any]
     arm: str
-    original_tokens: int
-    compressed_tokens: int
-    reduction: float
     eligible_blocks: int
     total_blocks: int
     elapsed_ms: float
     question_found: bool = False
     tokenizer: str = TOKENIZER_NOTE
+    rewritten: tuple[tuple[str, str], ...] = ()  # (before, after) of every changed slot
+
+    @cached_property
+    def compressed_tokens(self) -> int:
+        return body_tokens(self.body)
+
+    @cached_property
+    def original_tokens(self) -> int:
+        delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in self.rewritten)
+        return self.compressed_tokens + delta
+
+    @property
+    def reduction(self) -> float:
+        if self.original_tokens <= 0:
+            return 0.0
+        return max(0.0, (self.original_tokens - self.compressed_tokens) / self.original_tokens)
 
 
 @dataclass
@@ -80,8 +98,12 @@ class _Target:
         assert isinstance(value, str)
         return value[: len(value) - len(self.suffix)]
 
-    def replace(self, new: str) -> None:
-        self.holder[self.key] = new + self.suffix
+    def replace(self, new: str) -> tuple[str, str]:
+        """Write `new` (plus the kept suffix) into the slot; return (before, after)."""
+        before = self.holder[self.key]
+        after = new + self.suffix
+        self.holder[self.key] = after
+        return before, after
 
 
 def compress_request(
@@ -97,9 +119,9 @@ def compress_request(
     _check_shape(body)
     new_body = copy.deepcopy(body)
     settings = settings or CompressSettings()
-    original_tokens = body_tokens(body)
     targets, question = _targets(new_body, settings)
     eligible = total = 0
+    rewritten: list[tuple[str, str]] = []
     if arm.method != CONTROL:
         for target in targets:
             text = target.text
@@ -110,25 +132,20 @@ def compress_request(
             )
             eligible += result.eligible_blocks
             total += result.total_blocks
-            if result.text.strip():  # an emptied slot would be an invalid block: keep it
-                target.replace(result.text)
+            # an emptied slot would be an invalid block: keep it
+            if result.text != text and result.text.strip():
+                rewritten.append(target.replace(result.text))
     else:
         for target in targets:
             total += len([b for b in segment(target.text) if not b.is_blank])
-    compressed_tokens = body_tokens(new_body)
-    reduction = 0.0
-    if original_tokens > 0:
-        reduction = max(0.0, (original_tokens - compressed_tokens) / original_tokens)
     return CompressionResult(
         body=new_body,
         arm=arm.key,
-        original_tokens=original_tokens,
-        compressed_tokens=compressed_tokens,
-        reduction=reduction,
         eligible_blocks=eligible,
         total_blocks=total,
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         question_found=question is not None,
+        rewritten=tuple(rewritten),
     )
 
 

@@ -17,9 +17,10 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tokenlens.compress import lexicon
-from tokenlens.compress.blocks import segment
+from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.rewrite import ending_of, rebuild
 from tokenlens.tokens import estimate_tokens
 
@@ -45,9 +46,15 @@ def sentences(paragraph: str) -> list[str]:
     return [s for s in _SENTENCE_SPLIT.split(flat) if s.strip()]
 
 
-def apply_select(text: str, rate: float, question: str | None = None) -> str:
-    """Keep about `rate` of the eligible blocks' tokens, best sentences first."""
-    blocks = segment(text)
+def apply_select(
+    text: str, rate: float, question: str | None = None, *, blocks: list[Block] | None = None
+) -> str:
+    """Keep about `rate` of the eligible blocks' tokens, best sentences first.
+
+    `blocks` is `segment(text)` when the caller has it already.
+    """
+    if blocks is None:
+        blocks = segment(text)
     eligible = [i for i, block in enumerate(blocks) if block.eligible]
     if not eligible:
         return text
@@ -73,9 +80,13 @@ def apply_select(text: str, rate: float, question: str | None = None) -> str:
         if spent + unit.cost / 2 <= budget:  # nearest whole sentence, not always under
             keep.add(unit.order)
             spent += unit.cost
+    kept_units: dict[int, list[_Unit]] = {block_id: [] for block_id in eligible}
+    for unit in units:
+        if unit.order in keep:
+            kept_units[unit.block].append(unit)
     replaced: dict[int, str] = {}
     for block_id in eligible:
-        mine = [u for u in units if u.block == block_id and u.order in keep]
+        mine = kept_units[block_id]
         original = blocks[block_id].text
         if kinds[block_id] == "prose":
             body = " ".join(u.text for u in mine)
@@ -91,7 +102,7 @@ def _units(eligible: list[tuple[int, str, str]]) -> list[_Unit]:
     for block_id, text, kind in eligible:
         pieces = sentences(text) if kind == "prose" else text.splitlines(keepends=True)
         for piece in pieces:
-            found = [m.group(0) for m in lexicon.words(piece)]
+            found = lexicon.word_texts(piece)
             units.append(
                 _Unit(
                     block=block_id,
@@ -99,11 +110,17 @@ def _units(eligible: list[tuple[int, str, str]]) -> list[_Unit]:
                     text=piece,
                     cost=estimate_tokens(piece),
                     terms=tuple(lexicon.content_terms(piece)),
-                    informative=any(lexicon.is_number(w) or lexicon.is_entity(w) for w in found[1:])
+                    informative=any(map(_number_or_entity, found[1:]))
                     or any(lexicon.is_number(w) for w in found[:1]),
                 )
             )
     return units
+
+
+@lru_cache(maxsize=65536)
+def _number_or_entity(word: str) -> bool:
+    """A word that makes its sentence informative (past the first word); cached per word."""
+    return lexicon.is_number(word) or lexicon.is_entity(word)
 
 
 def _query(units: list[_Unit], q_terms: list[str]) -> list[str]:
@@ -118,8 +135,12 @@ def _bm25(units: list[_Unit], query: list[str]) -> list[float]:
     n = len(units)
     avg = sum(len(u.terms) for u in units) / max(n, 1) or 1.0
     df = Counter(term for u in units for term in set(u.terms))
+    wanted = set(query)
     scores: list[float] = []
     for unit in units:
+        if wanted.isdisjoint(unit.terms):  # no query term: the loop below would add nothing
+            scores.append(0.0)
+            continue
         tf = Counter(unit.terms)
         score = 0.0
         for term in query:

@@ -8,7 +8,7 @@ The rules, in the order they apply to each task class:
    coin there — or when the floor reaches the tolerance itself (the bar
    `tolerance - floor` would be 0 or negative and any arm would "hold").
 2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
-   pooled retention (see `tokenlens.stats`) reaches the tolerance and the class has the
+   per-task retention (see `tokenlens.stats`) reaches the tolerance and the class has the
    tasks the minimum-evidence rule asks for (`tokenlens.decision.evidence`).
    `mean` mode is the seed's rule: capped mean >= tolerance - floor.
 3. The walk (`tokenlens.decision.ladder`) goes from the gentlest arm and stops at the
@@ -51,6 +51,12 @@ ALL_CLASSES = "__all__"
 MAX_NOISE_FLOOR = 0.10
 #: The rule's one-sided error: the chance of holding an arm that sits at the tolerance.
 ALPHA = 0.05
+#: A task's retention counts at most this much. Compression earns no credit (the seed's
+#: cap), but a task's ratio over ~3 replicates wobbles a few percent either way, so a cap
+#: at 1.0 would bias every lossless arm down; 1.1 (about two such wobbles) trims only the
+#: outliers a derailed *uncompressed* answer makes (90 over 30 reads as 300 %), which
+#: otherwise lift the mean of a harmful arm. Chosen by simulation (bench_simulation.py).
+TASK_RATIO_CAP = 1.1
 _EPS = 1e-12
 
 
@@ -140,16 +146,25 @@ def _floor_split(df: pd.DataFrame, floor: float) -> Any:
     )
 
 
-def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int) -> Estimate:
-    counts = pairs.counts(n)
-    keep = counts > 0
+def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: float) -> Estimate:
+    """Mean over tasks of each task's own retention (its compressed grades over its
+    uncompressed readings), with a t bound over tasks. Every task counts once, so harm
+    concentrated on hard, low-scoring tasks is not diluted by easy ones."""
+    ratios = _task_ratios(pairs, n)
     return ratio_estimate(
-        pairs.per_task(pairs.comp, n)[keep],
-        pairs.per_task(pairs.reference, n)[keep],
-        confidence=1 - 2 * ALPHA,  # both ends are one-sided (1 - ALPHA) bounds
+        ratios,
+        np.ones_like(ratios),
+        confidence=1 - 2 * alpha,  # both ends are one-sided (1 - alpha) bounds
         method=method,
         seed=seed,
     )
+
+
+def _task_ratios(pairs: ArmPairs, n: int) -> np.ndarray:
+    reference = pairs.per_task(pairs.reference, n)
+    keep = (pairs.counts(n) > 0) & (reference > 0)
+    ratios = pairs.per_task(pairs.comp, n)[keep] / reference[keep]
+    return np.asarray(np.minimum(ratios, TASK_RATIO_CAP), dtype=float)
 
 
 def _worst(pairs: ArmPairs, n: int) -> float:
@@ -169,6 +184,7 @@ def _class_rows(
     judge: str,
     method: IntervalMethod,
     seed: int,
+    alpha: float,
 ) -> list[dict[str, Any]]:
     grades = ClassGrades.of(df)
     n = len(grades.tasks)
@@ -223,11 +239,14 @@ def _class_rows(
             continue
         n_arm = int((pairs.counts(n) > 0).sum())
         cap_mean = float(pairs.capped.mean()) if pairs.n_pairs else math.nan
-        est = _pooled(pairs, n, method, seed) if pairs.n_pairs else None
+        est = _pooled(pairs, n, method, seed, alpha) if pairs.n_pairs else None
         low = None if est is None else est.low
         sp = None
         if est is not None and not math.isnan(est.mean):
-            sp = spread(pairs.comp, pairs.reference, pairs.task, est.mean)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cell = pairs.comp / pairs.reference
+            ok = np.isfinite(cell)
+            sp = spread(cell[ok], np.ones(int(ok.sum())), pairs.task[ok], est.mean)
         if mode == "interval":
             enough = n_arm >= need_provisional
             passes = measurable and enough and low is not None and low >= tolerance - _EPS
@@ -291,13 +310,18 @@ def aggregate(
     seed: int = 0,
     interval_method: IntervalMethod = "cluster_t",
     pooled: bool = True,
+    alpha: float = ALPHA,
 ) -> Curve:
     """Grades (columns of `tables.GRADES`) -> per-class x arm curve, walked and marked.
 
     Rows with an error or a missing grade are counted in `n_errors`, never scored;
     a cleartext grade of 0 is counted in `n_broken` and left out of retention.
+    `alpha` is the one-sided error of the bounds; the sequential design spends a share
+    of the 5 % at each look (`tokenlens.decision.sequential`).
     """
     mode = check_mode(mode)
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     if not 0.0 < tolerance <= 1.0:
         raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
     df, judge_name = pick_judge(prepare(grades), judge)
@@ -307,6 +331,7 @@ def aggregate(
         "judge": judge_name,
         "method": interval_method,
         "seed": seed,
+        "alpha": alpha,
     }
     rows: list[dict[str, Any]] = []
     for task_class, class_df in df.groupby("task_class", sort=True):

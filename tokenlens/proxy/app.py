@@ -1,11 +1,11 @@
 """The proxy as a starlette app: `create_app(settings)`.
 
-Routes: `/tokenlens/` (dashboard), `/tokenlens/feed.json`, and everything else relayed
-upstream. The lifespan owns the relay's connection pool (`Upstream`), the pooled
-`httpx.AsyncClient` for background calls, the policy file poller
-and the background jobs. This module and everything it imports stay light: no prefect,
-pandas, pyarrow or flows (a test checks `sys.modules`), so the server starts in about a
-second.
+Routes: `/tokenlens/` (dashboard), `/tokenlens/feed.json`, `GET /metrics` (Prometheus),
+and everything else relayed upstream. The lifespan owns the one aiohttp session to the
+upstream (relayed requests and background calls), the policy poller (which also keeps the
+mirrored metrics current), the access log and the background jobs. This module and
+everything it imports stay light: no prefect, pandas, pyarrow or flows (a test checks
+`sys.modules`), so the server starts in about a second.
 """
 
 from __future__ import annotations
@@ -13,30 +13,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio.to_thread
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tokenlens.proxy.accesslog import AccessLog
 from tokenlens.proxy.apply import Compressor, default_compressor, warm_up
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
+from tokenlens.proxy.fleet import fleet_feed
 from tokenlens.proxy.handler import Handler, ProxyState
+from tokenlens.proxy.metrics import CONTENT_TYPE, ProxyMetrics, multiprocess_dir
+from tokenlens.proxy.observe import Observer
 from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.relay import error_response
+from tokenlens.proxy.server import header_problem
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
 from tokenlens.proxy.stats import ProxyStats
-from tokenlens.proxy.upstream import Upstream
+from tokenlens.proxy.upstream import open_session, outbound_proxy
 
 log = logging.getLogger("tokenlens.proxy")
 
 DASHBOARD_PREFIX = "/tokenlens"
+METRICS_PATH = "/metrics"
+#: How often the metrics mirrored from ProxyStats are brought up to date (other workers'
+#: values in a multi-worker scrape lag by at most this much).
+METRICS_TICK_S = 1.0
 JUDGE_WARNING = (
     "SHADOW JUDGE IS ON: EVERY JUDGED REQUEST IS REPLAYED UNCOMPRESSED AND JUDGED, WHICH "
     "ROUGHLY DOUBLES THE SPEND OF THAT REQUEST (sample {sample:.0%} of compressed requests). "
@@ -83,25 +92,27 @@ def create_app(
     judge); production uses the defaults.
     """
     quiet_libraries()
-    if store is None and settings.policy_path is not None:
-        store = PolicyStore(settings.policy_path)
+    if store is None and settings.policy_location is not None:
+        store = PolicyStore(settings.policy_location)
     stats = ProxyStats(judge_window=settings.judge_window)
+    metrics = ProxyMetrics()
     if store is not None:
         store.on_change(lambda _policy: stats.reset_quality())
+        _watch_policy(store, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
-            follow_redirects=False,
+        session = open_session(
+            read_timeout_s=settings.upstream_timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            proxy=outbound_proxy(settings.upstream_base),
         )
-        upstream = Upstream(settings.upstream_base, timeout_s=settings.upstream_timeout_s)
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
+        access_log = AccessLog(settings.access_log) if settings.access_log else None
         shadow = None
         if settings.judge:
             shadow = ShadowJudge(
-                client=client,
+                session=session,
                 upstream=settings.upstream_base,
                 stats=stats,
                 factory=judge_factory
@@ -115,16 +126,18 @@ def create_app(
             stats=stats,
             store=store,
             compressor=compressor or default_compressor(),
-            client=client,
+            session=session,
             background=background,
-            upstream=upstream,
             shadow=shadow,
+            observer=Observer(metrics, access_log),
         )
         if state.compressing:
             await anyio.to_thread.run_sync(warm_up, state.compressor)
         app.state.proxy = state
         app.state.handler = Handler(state)
-        poller = asyncio.get_running_loop().create_task(_poll(store, settings.reload_interval_s))
+        poller = asyncio.get_running_loop().create_task(
+            _poll(store, settings.reload_interval_s, lambda: metrics.sync(stats))
+        )
         try:
             yield
         finally:
@@ -132,15 +145,28 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
             await background.aclose()
-            await upstream.aclose()
-            await client.aclose()
+            await session.close()
+            metrics.close()
+            if access_log is not None:
+                access_log.close()
+
+    def current_feed(state: ProxyState) -> dict[str, Any]:
+        data = build_feed(state)
+        if multiprocess_dir() is not None:  # --workers N: totals summed over all workers
+            metrics.sync(stats)
+            data = fleet_feed(data, metrics.families())
+        return data
 
     async def dashboard(request: Request) -> Response:
-        feed = build_feed(request.app.state.proxy)
+        feed = current_feed(request.app.state.proxy)
         return HTMLResponse(render_html(feed), headers=SECURITY_HEADERS)
 
     async def feed(request: Request) -> Response:
-        return JSONResponse(build_feed(request.app.state.proxy), headers=SECURITY_HEADERS)
+        return JSONResponse(current_feed(request.app.state.proxy), headers=SECURITY_HEADERS)
+
+    async def metrics_page(request: Request) -> Response:
+        metrics.sync(stats)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     async def to_dashboard(request: Request) -> Response:
         return RedirectResponse("/tokenlens/", status_code=307)
@@ -149,6 +175,7 @@ def create_app(
         Route("/tokenlens", to_dashboard, methods=["GET"]),
         Route("/tokenlens/", dashboard, methods=["GET"]),
         Route("/tokenlens/feed.json", feed, methods=["GET"]),
+        Route(METRICS_PATH, metrics_page, methods=["GET"]),
     ]
     return ProxyApp(routes=routes, lifespan=lifespan)
 
@@ -156,13 +183,24 @@ def create_app(
 class ProxyApp(Starlette):
     """Starlette for the dashboard and lifespan; relayed paths skip the router entirely.
 
-    Every path outside `/tokenlens` goes straight to the relay handler: the middleware
-    stack and route matching would only add latency to every proxied call.
+    Every path outside `/tokenlens` (and `GET /metrics`) goes straight to the relay handler:
+    the middleware stack and route matching would only add latency to every proxied call.
+    Requests whose headers exceed the limits get `431` before anything else
+    (`server.header_problem`).
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = header_problem(scope["headers"], self.state.proxy.settings)
+            if problem is not None:
+                await error_response(431, "invalid_request_error", problem)(scope, receive, send)
+                return
         path = scope.get("path", "")
-        ours = path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")
+        ours = (
+            path == DASHBOARD_PREFIX
+            or path.startswith(DASHBOARD_PREFIX + "/")
+            or (path == METRICS_PATH and scope.get("method") == "GET")
+        )
         if scope["type"] == "http" and not ours:
             handler: Handler = self.state.handler
             await handler.asgi(scope, receive, send)
@@ -177,13 +215,24 @@ def _count_drop(stats: ProxyStats) -> Any:
     return drop
 
 
-async def _poll(store: PolicyStore | None, interval_s: float) -> None:
-    """Check the policy file every `interval_s` (the store logs and counts rejections)."""
-    if store is None:
-        return
+def _watch_policy(store: PolicyStore, metrics: ProxyMetrics) -> None:
+    """Policy in force, reloads and failed polls, as metrics."""
+    metrics.policy_in_force(store.policy, store.loaded_at)
+    store.on_change(lambda policy: metrics.policy_in_force(policy, store.loaded_at))
+    store.on_poll(metrics.policy_polled)
+
+
+async def _poll(store: PolicyStore | None, interval_s: float, tick: Callable[[], None]) -> None:
+    """Poll the policy source every `interval_s` (the store logs and counts rejections),
+    and `tick()` at least every second (brings the mirrored metrics up to date)."""
+    loop = asyncio.get_running_loop()
+    next_poll = loop.time() + interval_s
     while True:
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(min(interval_s, METRICS_TICK_S))
         try:
-            store.refresh()
+            if store is not None and loop.time() >= next_poll:
+                next_poll = loop.time() + interval_s
+                await store.poll()
+            tick()
         except Exception as exc:  # the poller must outlive any surprise
             log.warning("policy poll failed (%s)", type(exc).__name__)

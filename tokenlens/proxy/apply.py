@@ -42,7 +42,11 @@ def default_compressor() -> Compressor:
     from tokenlens.compress import compress_request
 
     def run(body: dict[str, Any], arm: Arm) -> CompressedBody:
-        result: CompressedBody = compress_request(body, arm)
+        result = compress_request(body, arm)
+        if result.rewritten:
+            # Counted here, in the worker thread: `compress_request` counts nothing, and
+            # the handler's no-gain check and savings figures must not count on the loop.
+            _ = result.original_tokens, result.compressed_tokens
         return result
 
     return run

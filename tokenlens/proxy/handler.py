@@ -5,20 +5,27 @@ bytes received, unparsed. Any failure of ours (a codec crash, a slow arm, a body
 cannot re-encode, an upstream that rejects the compressed body) forwards the original
 instead and counts a fail-open. Nothing of a prompt or a key is ever logged: log lines
 carry classes, arms, statuses and exception *types* only.
+
+Towards the upstream the proxy behaves as the upstream would towards its client: a
+client that leaves cancels the upstream call (`relay.ClientWatch`), and an upstream
+answer that breaks off reaches the client broken, never cleanly ended (`relay.StreamRelay`).
+
+Why one module past 400 lines: the request's story (read, plan, forward, relay, follow
+up) reads top-down in one place; the wire-level pieces live in `relay`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-import httpx
+import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -28,16 +35,20 @@ from tokenlens.proxy import relay
 from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.classify import CLASS_HEADER, classify
+from tokenlens.proxy.metrics import ProxyMetrics
+from tokenlens.proxy.observe import Observation, Observer
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import ShadowJudge
 from tokenlens.proxy.stats import ProxyStats
-from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS, Upstream, UpstreamResponse
+from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS
 
 log = logging.getLogger("tokenlens.proxy")
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+#: A count_tokens call that failed in any of these ways is a measure failure, not a crash.
+_MEASURE_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, ValueError, AttributeError)
 _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 #: What the relay answers with: a whole response, or a body relayed as it arrives.
 Reply = Response | relay.BufferedReply | relay.StreamRelay
@@ -51,11 +62,12 @@ class ProxyState:
     stats: ProxyStats
     store: PolicyStore | None
     compressor: Compressor
-    client: httpx.AsyncClient
+    #: The one HTTP client to the upstream: relayed requests and background calls.
+    session: aiohttp.ClientSession
     background: BackgroundWork
-    #: The relay's own pool (the hot path); `client` serves background calls.
-    upstream: Upstream
     shadow: ShadowJudge | None = None
+    #: Metrics and access log: every relayed request ends in `observer.finish`.
+    observer: Observer = field(default_factory=lambda: Observer(ProxyMetrics()))
 
     @property
     def compressing(self) -> bool:
@@ -105,6 +117,13 @@ async def _chain(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator
         yield chunk
 
 
+async def _then(body: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """`body`, then `done()` once it has been read to the end."""
+    async for chunk in body:
+        yield chunk
+    done()
+
+
 def _has_body(request: Request) -> bool:
     headers = request.headers
     return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
@@ -119,43 +138,93 @@ class Handler:
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
-        response = await self(Request(scope, receive))
-        await response(scope, receive, send)
+        watch = relay.ClientWatch(receive)
+        obs = Observation(route_kind(scope["path"]), scope["method"])
+        status = 499
+        try:
+            response = await self(Request(scope, receive), watch, obs)
+            status = response.status_code
+            await response(scope, receive, send)
+        except asyncio.CancelledError:
+            if not watch.gone:
+                raise
+            # The client left: its request (and any upstream call for it) was cancelled.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.state.stats.client_gone += 1
+            status = 499
+            log.debug("client left; upstream request cancelled")
+        finally:
+            watch.stop()
+            # metrics and access log, once the answer has been sent (or broken off)
+            self.state.observer.finish(obs, status)
 
-    async def __call__(self, request: Request) -> Reply:
+    async def __call__(
+        self, request: Request, watch: relay.ClientWatch, obs: Observation | None = None
+    ) -> Reply:
         stats = self.state.stats
         path = request.scope["path"]
+        obs = obs or Observation(route_kind(path), request.method)
         try:
             if request.method == "POST" and path == MESSAGES_PATH:
                 stats.requests["messages"] += 1
-                return await self._messages(request)
+                return await self._messages(request, watch, obs)
             stats.requests[route_kind(path)] += 1
             streamed = _has_body(request)
-            content: bytes | AsyncIterator[bytes] = request.stream() if streamed else b""
-            return await self._forward(request, content, keep_length=streamed, plan=None)
+            content: bytes | AsyncIterator[bytes] = b""
+            if streamed:
+                content = _then(request.stream(), watch.start)
+            else:
+                watch.start()
+            return await self._forward(
+                request, content, keep_length=streamed, plan=None, watch=watch, obs=obs
+            )
         except ClientDisconnect:
+            obs.pass_through("client_disconnect")
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
+            obs.outcome, obs.reason = "proxy_error", f"error:{type(exc).__name__}"
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy error ({type(exc).__name__})"
             )
 
     # --- Messages -----------------------------------------------------------------
 
-    async def _messages(self, request: Request) -> Reply:
+    async def _messages(
+        self, request: Request, watch: relay.ClientWatch, obs: Observation
+    ) -> Reply:
         settings = self.state.settings
         body, rest = await read_bounded(request, settings.max_body_bytes)
         if rest is not None:
             self.state.stats.passthrough["too_large"] += 1
-            return await self._forward(request, rest, keep_length=True, plan=None)
+            obs.pass_through("too_large")
+            content = _then(rest, watch.start)
+            return await self._forward(
+                request, content, keep_length=True, plan=None, watch=watch, obs=obs
+            )
+        watch.start()
         if not self.state.compressing:
-            return await self._forward(request, body, keep_length=False, plan=None)
-        plan = await self._plan(request, body)
-        response = await self._forward(request, plan.content, keep_length=False, plan=plan)
+            obs.pass_through("no_policy")
+            return await self._forward(
+                request, body, keep_length=False, plan=None, watch=watch, obs=obs
+            )
+        try:
+            plan = await self._plan(request, body, obs)
+        except Exception as exc:  # whatever broke in our codec path: send what the client sent
+            reason = f"error:{type(exc).__name__}"
+            self.state.stats.fail_opens[reason] += 1
+            obs.fail_open(reason)
+            log.warning("compression path failed (%s); forwarding the original", type(exc).__name__)
+            plan = Plan(content=body)
+        response = await self._forward(
+            request, plan.content, keep_length=False, plan=plan, watch=watch, obs=obs
+        )
         if plan.compressed and response.status_code == 400:
             # The upstream refused what we made of the request: send what the client sent.
             self.state.stats.fail_opens["upstream_rejected"] += 1
+            obs.fail_open("upstream_rejected")
             log.warning(
                 "upstream rejected a compressed body (arm %s); resending original",
                 plan.arm.key if plan.arm else "?",
@@ -164,10 +233,13 @@ class Handler:
                 await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
             fallback.extra_headers = _tag(plan.task_class, None)
-            return await self._forward(request, body, keep_length=False, plan=fallback)
+            watch.start()  # again: reading the refusal whole stopped it
+            return await self._forward(
+                request, body, keep_length=False, plan=fallback, watch=watch, obs=obs
+            )
         return response
 
-    async def _plan(self, request: Request, raw: bytes) -> Plan:
+    async def _plan(self, request: Request, raw: bytes, obs: Observation) -> Plan:
         state = self.state
         settings = state.settings
         stats = state.stats
@@ -177,10 +249,12 @@ class Handler:
             parsed = None
         if not isinstance(parsed, dict):
             stats.passthrough["not_json"] += 1
+            obs.pass_through("not_json")
             return Plan(content=raw)
         policy = state.store.policy if state.store is not None else None
         known = policy.classes.keys() if policy is not None else ()
-        found = classify(parsed, request.headers.get(CLASS_HEADER), known)
+        shipped = policy.classifier if policy is not None else None
+        found = classify(parsed, request.headers.get(CLASS_HEADER), known, shipped)
         task_class = found.task_class
         class_stats = stats.for_class(task_class)
         choice = choose_arm(
@@ -192,26 +266,39 @@ class Handler:
         )
         arm = choice.arm
         stats.record_decision(task_class, found.source, arm.key if arm else None)
+        obs.task_class, obs.decided_by, obs.arm = (
+            task_class,
+            found.source,
+            arm.key if arm else "none",
+        )
         plan = Plan(content=raw, task_class=task_class, original=parsed)
+        obs.model = plan.model
         plan.extra_headers = _tag(task_class, None)
         if policy is not None:
             entry = policy.entry_for(task_class)
             plan.bar = entry.bar if entry.bar is not None else policy.tolerance
         if arm is None:
             stats.passthrough["no_arm"] += 1
+            obs.pass_through("no_arm")
             return plan
         outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+        obs.compress_ms = outcome.elapsed_ms
         result = outcome.result
         if outcome.fail_open is not None or result is None:
             stats.fail_opens[outcome.fail_open or "error"] += 1
+            obs.fail_open(outcome.fail_open or "error")
             return plan
-        if result.compressed_tokens >= result.original_tokens:
+        if not getattr(result, "rewritten", True) or (
+            result.compressed_tokens >= result.original_tokens
+        ):
             stats.passthrough["no_gain"] += 1
+            obs.pass_through("no_gain")
             return plan
         try:
             content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+            obs.fail_open(f"error:{type(exc).__name__}")
             return plan
         stats.record_compression(
             task_class,
@@ -220,6 +307,7 @@ class Handler:
             result.compressed_tokens,
             outcome.elapsed_ms,
         )
+        obs.applied(result.original_tokens, result.compressed_tokens)
         plan.content = content
         plan.arm = arm
         plan.compressed = True
@@ -242,6 +330,8 @@ class Handler:
         *,
         keep_length: bool,
         plan: Plan | None,
+        watch: relay.ClientWatch,
+        obs: Observation,
     ) -> Reply:
         state = self.state
         stats = state.stats
@@ -251,29 +341,47 @@ class Handler:
         query: bytes = scope.get("query_string", b"")
         if query:
             target += b"?" + query
+        method: str = scope["method"]
         headers = relay.request_headers(scope["headers"], keep_length=keep_length)
         started = time.perf_counter()
         try:
-            upstream = await state.upstream.send(scope["method"], target, headers, content)
+            upstream = await state.session.request(
+                method,
+                relay.upstream_url(self.upstream, target),
+                headers=headers,
+                data=content or None,
+                allow_redirects=False,
+            )
         except TIMEOUT_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error("timeout")
             log.warning("upstream timed out (%s)", type(exc).__name__)
             return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
         except UPSTREAM_ERRORS as exc:
             stats.upstream_unreachable += 1
+            obs.upstream_error(f"unreachable:{type(exc).__name__}")
             log.warning("upstream unreachable (%s)", type(exc).__name__)
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream unreachable ({type(exc).__name__})"
             )
         status = upstream.status
+        obs.upstream_ms = (time.perf_counter() - started) * 1000
+        if status < 200:  # aiohttp skips interim answers: this is an unasked protocol switch
+            upstream.close()
+            stats.upstream_unreachable += 1
+            obs.upstream_error(f"status:{status}")
+            log.warning("upstream answered %d to a plain request", status)
+            return relay.error_response(
+                502, "api_error", f"tokenlens proxy: upstream answered {status} unasked"
+            )
         stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
-        out_headers = relay.response_headers(upstream.headers)
+        out_headers = relay.response_headers(upstream.raw_headers)
         if plan is not None:
             out_headers += plan.extra_headers
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "%s %s -> %d class=%s arm=%s %.1fms",
-                scope["method"],
+                method,
                 route_kind(path),  # never the path itself: it is client text
                 status,
                 (plan.task_class or "-") if plan else "-",
@@ -295,13 +403,24 @@ class Handler:
             and length.isdigit()
             and (int(length) <= relay.BUFFER_LIMIT)
         ):
+            chunks: list[bytes] = []
             try:
-                raw = b"".join([chunk async for chunk in upstream.aiter_raw()])
+                reader = upstream.content
+                while chunk := await reader.readany():
+                    chunks.append(chunk)
             except UPSTREAM_ERRORS as exc:
-                log.warning("upstream body failed (%s)", type(exc).__name__)
-                return relay.error_response(502, "api_error", "tokenlens proxy: upstream failed")
-            finally:
-                await upstream.aclose()
+                # Broke off or stalled: the client gets what came, then a broken connection,
+                # as from the upstream itself (never a clean end, never a made-up status).
+                upstream.close()
+                stats.upstream_broken += 1
+                obs.upstream_error(f"body:{type(exc).__name__}")
+                log.warning(
+                    "upstream answer broke off (%s); aborting the client's", type(exc).__name__
+                )
+                return relay.StreamRelay(relay.broken(chunks), status, out_headers)
+            upstream.release()
+            raw = b"".join(chunks)
+            watch.stop()  # the answer is whole: sending it needs no watching
             after = None
             if path == MESSAGES_PATH and status == 200:
                 state.background.hold()
@@ -316,29 +435,38 @@ class Handler:
         ):
             tap = relay.SseTap(capture_text=bool(plan and plan.judge))
             state.background.hold()
-        return relay.StreamRelay(
-            self._relay_stream(upstream, tap, plan), status, out_headers, upstream.abort
-        )
+        return relay.StreamRelay(self._relay_stream(upstream, tap, plan, obs), status, out_headers)
 
     async def _relay_stream(
-        self, upstream: UpstreamResponse, tap: relay.SseTap | None, plan: Plan | None
+        self,
+        upstream: aiohttp.ClientResponse,
+        tap: relay.SseTap | None,
+        plan: Plan | None,
+        obs: Observation,
     ) -> AsyncGenerator[bytes, None]:
-        """Relay upstream chunks the moment they arrive; tap them without holding them."""
+        """Relay upstream chunks the moment they arrive; tap them without holding them.
+
+        Raises BrokenAnswer when the upstream breaks off or stalls mid-answer, so the
+        client's answer breaks too (see `relay.StreamRelay`).
+        """
         finished = False
         try:
-            async for chunk in upstream.aiter_raw():
+            reader = upstream.content
+            while chunk := await reader.readany():
                 if tap is not None:
                     tap.feed(chunk)
                 yield chunk
             finished = True
         except UPSTREAM_ERRORS as exc:
-            if upstream.aborted:
-                log.debug("client left mid-stream; upstream answer abandoned")
-            else:
-                log.warning("upstream stream broke off (%s)", type(exc).__name__)
+            self.state.stats.upstream_broken += 1
+            obs.upstream_error(f"stream:{type(exc).__name__}")
+            log.warning("upstream answer broke off (%s); aborting the client's", type(exc).__name__)
+            raise relay.BrokenAnswer from exc
         finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
+            if finished:
+                upstream.release()
+            else:  # cut short (error, or the client left): this connection is not reusable
+                upstream.close()
             if tap is not None:
                 if finished:
                     self._after(tap.usage, tap.text if tap.complete else None, plan)
@@ -396,13 +524,14 @@ class Handler:
         counts: list[int] = []
         for body in (original, sent):
             try:
-                response = await self.state.client.post(
+                async with self.state.session.post(
                     self.upstream + COUNT_TOKENS_PATH,
-                    json=relay.count_body(body),
-                    headers=headers,
-                )
-                value = response.json().get("input_tokens") if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                    data=json.dumps(relay.count_body(body)).encode(),
+                    headers={**headers, "content-type": "application/json"},
+                ) as response:
+                    answer = await response.read()
+                value = json.loads(answer).get("input_tokens") if response.status == 200 else None
+            except _MEASURE_ERRORS as exc:
                 log.warning("count_tokens failed (%s)", type(exc).__name__)
                 value = None
             if not isinstance(value, int):

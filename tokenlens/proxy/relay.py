@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
+from yarl import URL
 
 #: RFC 9110 hop-by-hop headers, plus ones the server in front of us sets itself.
 HOP_BY_HOP = frozenset(
@@ -46,17 +47,28 @@ BUFFER_LIMIT = 1024 * 1024
 
 def request_headers(
     raw: Iterable[tuple[bytes, bytes]], *, keep_length: bool
-) -> list[tuple[bytes, bytes]]:
-    """Client headers to send upstream (`keep_length` when the body is streamed through)."""
-    out: list[tuple[bytes, bytes]] = []
+) -> list[tuple[str, str]]:
+    """Client headers to send upstream (`keep_length` when the body is streamed through).
+
+    As text, which is what aiohttp takes: it writes headers back as UTF-8, so UTF-8 bytes
+    (all real API headers are ASCII) cross unchanged.
+    """
+    out: list[tuple[str, str]] = []
     for key, value in raw:
         name = key.lower()
         if name.startswith(b"x-tokenlens-"):
             continue
         if name in _DROP_REQUEST and not (keep_length and name == b"content-length"):
             continue
-        out.append((key, value))
+        out.append((_text(key), _text(value)))
     return out
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:  # not UTF-8: the one case where the bytes change
+        return raw.decode("latin-1")
 
 
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -121,9 +133,11 @@ class StreamRelay:
 
     Why not starlette's StreamingResponse: under uvicorn (ASGI spec 2.3) it runs every
     stream in an anyio task group just to notice a client leaving, which cost about half a
-    millisecond of time-to-first-byte. Here one plain task waits for `http.disconnect` and
-    calls `on_disconnect` (the handler aborts the upstream exchange, so the relay loop ends
-    and the upstream stops generating an answer nobody will read).
+    millisecond of time-to-first-byte; the handler's `ClientWatch` does that job here.
+
+    When `body` fails (the upstream broke off or stalled), the answer is left incomplete:
+    the final empty chunk is never sent, and uvicorn closes the connection, so the client
+    sees a broken answer exactly as it would from the upstream itself, never a clean end.
     """
 
     def __init__(
@@ -131,39 +145,79 @@ class StreamRelay:
         body: AsyncGenerator[bytes, None],
         status_code: int,
         headers: list[tuple[bytes, bytes]],
-        on_disconnect: Callable[[], None],
     ) -> None:
         self.body = body
         self.status_code = status_code
         self.raw_headers = headers
-        self._on_disconnect = on_disconnect
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        watcher = asyncio.ensure_future(_disconnected(receive))
-        watcher.add_done_callback(self._client_left)
         try:
             async for chunk in self.body:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except BrokenAnswer:
+            return  # incomplete on purpose: uvicorn aborts the connection
         finally:
-            watcher.cancel()
             await self.body.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def aclose(self) -> None:
         """Discard without sending (the body's own clean-up closes the upstream answer)."""
         await self.body.aclose()
 
-    def _client_left(self, watcher: asyncio.Future[None]) -> None:
-        if not watcher.cancelled() and watcher.exception() is None:
-            self._on_disconnect()
+
+class BrokenAnswer(Exception):
+    """The upstream's answer broke off after it started: the client's must break too."""
 
 
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+async def broken(chunks: list[bytes]) -> AsyncGenerator[bytes, None]:
+    """What arrived of an answer that then broke off: `chunks`, then BrokenAnswer."""
+    for chunk in chunks:
+        yield chunk
+    raise BrokenAnswer
+
+
+class ClientWatch:
+    """Notices the client leaving while its request waits on the upstream.
+
+    uvicorn does not cancel a request's task when its client disconnects; it answers
+    `receive()` with `http.disconnect`. Once the request body has been read, one task
+    waits for that and cancels the request's task, so an upstream call nobody waits for
+    any more (the upstream may be generating thousands of tokens) is cancelled at once,
+    whether the answer has started or not. `gone` tells that cancellation apart from any
+    other.
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self.gone = False
+        self._receive = receive
+        self._task = asyncio.current_task()  # the request's task (built in it)
+        self._watcher: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start watching (once the request body has been read in full: from then on
+        `receive` is ours)."""
+        if self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self.gone = True
+        if self._task is not None:
+            self._task.cancel()
+
+
+def upstream_url(base: str, target: bytes) -> URL:
+    """The upstream URL for a request target (path and query, as the client sent them)."""
+    return URL(base + target.decode("latin-1"), encoded=True)
 
 
 def count_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +256,7 @@ def message_text(message: Any) -> str:
 def parse_message(raw: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -269,6 +323,6 @@ class SseTap:
 def _loads(data: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

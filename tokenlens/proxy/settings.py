@@ -7,10 +7,8 @@ the dashboard can show exactly what is in force without re-parsing the command l
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from tokenlens.compress.arms import Arm
 
@@ -28,10 +26,23 @@ DEFAULT_JUDGE_WINDOW = 20
 DEFAULT_JUDGE_MIN_PAIRS = 5
 #: How often the policy file is checked for a change (a stat call; cheap).
 DEFAULT_RELOAD_INTERVAL_S = 1.0
-#: Generous: a long Messages call may take minutes; the SDK itself waits 10 minutes.
+#: The longest wait for the upstream's next bytes (its answer's head, then each piece of
+#: the body). Generous: a long non-streaming Messages call may take minutes before the
+#: first byte; the SDK itself waits 10 minutes.
 DEFAULT_UPSTREAM_TIMEOUT_S = 600.0
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: Limits on what clients send (see `tokenlens.proxy.server`): header count and total size
+#: (gunicorn allows 100 header fields; nginx 32 KiB of header lines by default), the time
+#: a request's head may take to arrive (slowloris), and how long an idle kept-alive
+#: connection stays open (uvicorn's default).
+DEFAULT_MAX_HEADER_COUNT = 100
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_KEEPALIVE_TIMEOUT_S = 5
 #: Bounded background work (measure and shadow judge): excess is dropped, never queued.
 DEFAULT_BACKGROUND_LIMIT = 8
+#: `--policy` values read as URLs rather than paths (see tokenlens.proxy.policy_source).
+POLICY_URL_SCHEMES = ("http://", "https://", "s3://")
 #: The gentlest rung: what a class may still get when its policy allows no more.
 FLOOR_ARM = Arm("safe")
 
@@ -56,10 +67,21 @@ class ProxySettings:
     compress_budget_ms: float = DEFAULT_COMPRESS_BUDGET_MS
     reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S
     upstream_timeout_s: float = DEFAULT_UPSTREAM_TIMEOUT_S
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    max_header_count: int = DEFAULT_MAX_HEADER_COUNT
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    keepalive_timeout_s: int = DEFAULT_KEEPALIVE_TIMEOUT_S
     background_limit: int = DEFAULT_BACKGROUND_LIMIT
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     allow_remote: bool = False
+    # --- observability and fleet (see tokenlens.proxy.metrics / policy_source / workers) ---
+    #: `--policy` given as a URL (http(s):// or s3://) instead of a local path.
+    policy_url: str | None = None
+    #: `--access-log`: a file path, `-` for standard output, None for off.
+    access_log: str | None = None
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.judge_sample <= 1.0:
@@ -73,14 +95,31 @@ class ProxySettings:
                 f"need 1 <= judge_min_pairs ({self.judge_min_pairs}) <= judge_window "
                 f"({self.judge_window})"
             )
-        if self.override_arm is not None and self.policy_path is not None:
+        for name in ("upstream_timeout_s", "connect_timeout_s", "header_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("max_header_count", "max_header_bytes", "keepalive_timeout_s"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.override_arm is not None and self.policy_location is not None:
             raise ValueError("give either a policy or --compress, not both")
+        if self.policy_path is not None and self.policy_url is not None:
+            raise ValueError("give the policy as a path or as a URL, not both")
+        if self.policy_url is not None and not self.policy_url.startswith(POLICY_URL_SCHEMES):
+            raise ValueError(f"policy URL must start with one of {POLICY_URL_SCHEMES}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
         if not self.upstream.startswith(("http://", "https://")):
             raise ValueError(f"upstream must be an http(s) URL, got {self.upstream!r}")
 
     @property
     def upstream_base(self) -> str:
         return self.upstream.rstrip("/")
+
+    @property
+    def policy_location(self) -> str | Path | None:
+        """The policy's path or URL, whichever was given."""
+        return self.policy_url if self.policy_url is not None else self.policy_path
 
 
 def is_loopback(host: str) -> bool:
@@ -91,27 +130,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def ignored_proxy_env(upstream: str, environ: Mapping[str, str]) -> str | None:
-    """The outbound-proxy variable that would apply to `upstream`, or None.
-
-    Why a warning and not support: the relay connects to the upstream itself (no CONNECT
-    tunnelling), so behind a mandatory corporate proxy relayed requests would fail while
-    the background calls, made with httpx, honour the variable. Saying so at start-up
-    beats a confusing 502 later.
-    """
-    parts = urlsplit(upstream)
-    names = ("https_proxy", "all_proxy") if parts.scheme == "https" else ("http_proxy", "all_proxy")
-    lowered = {key.lower(): value for key, value in environ.items() if value}
-    found = next((name for name in names if name in lowered), None)
-    if found is None:
-        return None
-    no_proxy = lowered.get("no_proxy", "")
-    host = parts.hostname or ""
-    for entry in (item.strip().lower() for item in no_proxy.split(",")):
-        if entry == "*" or (
-            entry and (host == entry.lstrip(".") or host.endswith("." + entry.lstrip(".")))
-        ):
-            return None
-    return found.upper()

@@ -15,6 +15,7 @@ costs a second completion plus a judge call: roughly double the spend of that re
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import uuid
@@ -22,13 +23,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import aiohttp
 import anyio.to_thread
-import httpx
 
 from tokenlens.errors import JudgeError, TokenLensError
 from tokenlens.judge import Judge, LLMJudge, render_request_text
 from tokenlens.proxy.relay import message_text
 from tokenlens.proxy.stats import ProxyStats, pair_retention
+from tokenlens.proxy.upstream import UPSTREAM_ERRORS
 
 log = logging.getLogger("tokenlens.proxy.shadow")
 
@@ -83,7 +85,7 @@ class ShadowJudge:
     def __init__(
         self,
         *,
-        client: httpx.AsyncClient,
+        session: aiohttp.ClientSession,
         upstream: str,
         stats: ProxyStats,
         factory: JudgeFactory,
@@ -91,7 +93,7 @@ class ShadowJudge:
         min_pairs: int,
         seed: int | None = None,
     ) -> None:
-        self._client = client
+        self._session = session
         self._upstream = upstream
         self._stats = stats
         self._factory = factory
@@ -106,16 +108,19 @@ class ShadowJudge:
         """The answer to the original body, asked non-streaming. Raises TokenLensError."""
         replay_body = {k: v for k, v in body.items() if k != "stream"}
         try:
-            response = await self._client.post(
-                f"{self._upstream}/v1/messages", json=replay_body, headers=headers
-            )
-        except httpx.HTTPError as exc:
+            async with self._session.post(
+                f"{self._upstream}/v1/messages",
+                data=json.dumps(replay_body).encode(),
+                headers={**headers, "content-type": "application/json"},
+            ) as response:
+                status, raw = response.status, await response.read()
+        except UPSTREAM_ERRORS as exc:
             raise TokenLensError(f"replay failed ({type(exc).__name__})") from exc
-        if response.status_code != 200:
-            raise TokenLensError(f"replay answered HTTP {response.status_code}")
+        if status != 200:
+            raise TokenLensError(f"replay answered HTTP {status}")
         try:
-            return message_text(response.json())
-        except ValueError as exc:
+            return message_text(json.loads(raw))
+        except (ValueError, RecursionError) as exc:
             raise TokenLensError("replay answer is not JSON") from exc
 
     async def judge(

@@ -95,6 +95,10 @@ class ProxyStats:
         self.fail_opens: Counter[str] = Counter()
         self.upstream_status: Counter[str] = Counter()
         self.upstream_unreachable = 0
+        #: Upstream answers that broke off or stalled mid-body (the client's was aborted).
+        self.upstream_broken = 0
+        #: Clients that left before their answer was whole (their upstream call cancelled).
+        self.client_gone = 0
         self.classes: dict[str, ClassStats] = {}
         self.retention: dict[str, RollingRetention] = {}
         self.notes: deque[JudgeNote] = deque(maxlen=NOTES_KEPT)
@@ -219,6 +223,8 @@ class ProxyStats:
             "fail_opens_total": sum(self.fail_opens.values()),
             "upstream_status": dict(self.upstream_status),
             "upstream_unreachable": self.upstream_unreachable,
+            "upstream_broken": self.upstream_broken,
+            "client_gone": self.client_gone,
             "savings": {
                 "basis": "estimate (cl100k_base, offline)",
                 "tokens_original": self.tokens_original,

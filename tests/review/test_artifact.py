@@ -1,0 +1,58 @@
+"""`tokenlens review --artifact` publishes the figures as Prefect artifacts (the UI's view)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tokenlens.cli import main as cli_main
+from tokenlens.review.session import open_review
+
+from .conftest import LoopbackRun
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def prefect_api() -> Iterator[str]:
+    os.environ["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] = "false"
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield str(PREFECT_API_URL.value())
+
+
+def test_artifacts_hold_the_summary_and_the_class_table(
+    prefect_api: str, run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.review import KEY_AGREEMENT, KEY_CLASSES
+
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=6)
+    for index, case in enumerate(review.sample.cases):
+        review.store.record(review.sample, "ana", case.case_id, 10 * index, 90 - 10 * index)
+    args = ["review", "--artifact", "--store", str(run_copy.store)]
+    assert cli_main([*args, "--reports", str(run_copy.config.reports)]) == 0
+    out = capsys.readouterr().out
+    assert "published as Prefect artifacts review-agreement" in out
+
+    with get_client(sync_client=True) as client:
+        found = {
+            a.key: a
+            for a in client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    key=ArtifactFilterKey(any_=[KEY_AGREEMENT, KEY_CLASSES])
+                )
+            )
+        }
+    markdown = found[KEY_AGREEMENT]
+    assert markdown.type == "markdown" and "Judge claude-haiku-4-5 vs people" in str(markdown.data)
+    assert f"Review of calibration {run_copy.run_id}" in str(markdown.data)
+    table = found[KEY_CLASSES]
+    assert table.type == "table"
+    assert "extraction" in str(table.data) and "alpha_high" in str(table.data)

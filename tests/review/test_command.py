@@ -1,0 +1,145 @@
+"""`tokenlens review`: `--summary` prints the figures; the command serves the page on loopback."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from tokenlens.calibration.cells import PairCell
+from tokenlens.cli import main as cli_main
+from tokenlens.review.session import open_review
+
+from .conftest import LoopbackRun, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_summary_prints_agreement_of_two_reviewers(
+    run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=12)
+    grades = pq.read_table(run_copy.store / "runs" / run_copy.run_id / "grades.parquet")
+    judge = {
+        PairCell(r["task_id"], r["arm"], r["replicate"]).case_key: r
+        for r in grades.to_pylist()
+        if r["judge"] == review.sample.judge and not r["judge_pass"]
+    }
+    rng = random.Random(1)
+    for case in review.sample.cases:
+        row = judge[case.case_key]
+        clear, comp = int(row["grade_clear"]), int(row["grade_comp"])
+        a, b = (comp, clear) if case.clear_is_b else (clear, comp)
+        review.store.record(review.sample, "copier", case.case_id, a, b)
+        review.store.record(
+            review.sample, "guesser", case.case_id, rng.randint(0, 100), rng.randint(0, 100)
+        )
+
+    args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    assert cli_main([*args, "--store", str(run_copy.store)]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert f"Review of calibration {run_copy.run_id}: judge claude-haiku-4-5" in out
+    assert "Reviewers: copier (12 graded), guesser (12 graded)" in out
+    copier = out.split("Judge vs copier:")[1].splitlines()
+    assert "alpha (interval): 1.00 [1.00, 1.00] (12 cases)" in copier[1]
+    assert re.search(r"same call: 100% \[\d+%, 100%\] of \d+ pairs", copier[3])
+    guesser = out.split("Judge vs guesser:")[1].splitlines()
+    assert float(guesser[1].split(": ")[1].split()[0]) < 0.2
+    assert "same call: 100%" not in guesser[3]
+    assert "Judge metric (third rater) vs people:" in out
+    assert "Between people (alpha, interval):" in out
+    assert "Noise floor on" in out and "reviewed control pairs" in out
+    assert "Per class (judge vs people, alpha on grades):" in out
+    assert "extraction" in out and "numeric-reasoning" in out
+
+
+def test_summary_without_a_review_says_so(
+    run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["review", run_copy.run_id, "--store", str(run_copy.store), "--summary"]
+    assert cli_main([*args, "--reports", str(run_copy.config.reports)]) == 2
+    assert "no review of" in capsys.readouterr().err
+
+
+def test_command_serves_the_page_on_loopback(run_copy: LoopbackRun) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-u", "-m", "tokenlens", "review", "--sample", "5"]
+    command += ["--reports", str(run_copy.config.reports), "--store", str(run_copy.store)]
+    command += ["--reviewer", "eve", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert f"review of {run_copy.run_id}: 5 cases" in first
+        assert f"open http://127.0.0.1:{port}/r/eve/" in process.stdout.readline()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/r/eve/", follow_redirects=True)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.1)
+        assert response.status_code == 200 and "Case 1 of 5" in response.text
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_poor_agreement_goes_into_the_policy_reason(run_copy: LoopbackRun) -> None:
+    from tokenlens.policy import load_policy
+    from tokenlens.review import with_review_flags
+
+    policy = load_policy(run_copy.config.reports / "policy" / f"{run_copy.run_id}.json")
+    sentence = "people disagree with the judge on this class (alpha 0.10)"
+    flagged = with_review_flags(policy, {"extraction": sentence})
+    assert flagged.classes["extraction"].reason == (
+        f"{policy.classes['extraction'].reason} Review: {sentence}."
+    )
+    assert flagged.classes["extraction"].verdict == policy.classes["extraction"].verdict
+    assert flagged.classes["numeric-reasoning"] == policy.classes["numeric-reasoning"]
+    assert flagged.default == policy.default
+
+
+def test_summary_writes_poor_agreement_into_the_runs_policy(
+    run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenlens.policy import load_policy
+
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=12)
+    grades = pq.read_table(run_copy.store / "runs" / run_copy.run_id / "grades.parquet")
+    judge = {
+        PairCell(r["task_id"], r["arm"], r["replicate"]).case_key: r
+        for r in grades.to_pylist()
+        if r["judge"] == review.sample.judge and not r["judge_pass"]
+    }
+    for case in review.sample.cases:  # a person who reads every grade the other way round
+        row = judge[case.case_key]
+        clear, comp = 100 - int(row["grade_clear"]), 100 - int(row["grade_comp"])
+        a, b = (comp, clear) if case.clear_is_b else (clear, comp)
+        review.store.record(review.sample, "contrarian", case.case_id, a, b)
+    path = run_copy.config.reports / "policy" / f"{run_copy.run_id}.json"
+    before = load_policy(path)
+    args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    for _ in range(2):  # idempotent: the note is written once
+        assert cli_main([*args, "--store", str(run_copy.store)]) == 0
+    out = capsys.readouterr().out
+    assert f"poor agreement noted in the reasons of {path}" in out
+    after = load_policy(path)
+    flagged = [n for n, e in after.classes.items() if "Review: " in e.reason]
+    assert flagged
+    for name in flagged:
+        assert after.classes[name].reason.count("Review: ") == 1
+        assert after.classes[name].verdict == before.classes[name].verdict

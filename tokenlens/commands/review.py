@@ -1,0 +1,133 @@
+"""`tokenlens review [RUN]`: grade a blind sample of a calibration's pairs; `--summary` prints
+how far the judge agrees with the people who did."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tokenlens.config import REPORTS_DIR
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "review",
+        help="check the judge against people: a blind review page and agreement figures",
+    )
+    parser.add_argument(
+        "run",
+        nargs="?",
+        default=None,
+        help="calibration id (default: the one behind <reports>/policy/latest.json)",
+    )
+    parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy root")
+    parser.add_argument(
+        "--store", type=Path, default=None, help="store root (default <reports>/store)"
+    )
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        help="the task file the run used, for the references (default: the bundled set)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help="cases to review, drawn once per run (default 40)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample draw")
+    parser.add_argument("--reviewer", default=None, help="open the page as this reviewer")
+    parser.add_argument("--port", type=int, default=8790, help="port on 127.0.0.1")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="for the loss decision (default: the run's policy, else 0.95)",
+    )
+    parser.add_argument(
+        "--summary", action="store_true", help="print the agreement figures and exit"
+    )
+    parser.add_argument(
+        "--artifact",
+        action="store_true",
+        help="print the summary and publish it as Prefect artifacts (review-agreement)",
+    )
+    parser.set_defaults(func=run_review)
+
+
+def run_review(args: argparse.Namespace) -> int:
+    from tokenlens.review.session import (
+        DEFAULT_TOLERANCE,
+        load_figures,
+        open_review,
+        resolve_run,
+    )
+
+    store = args.store or args.reports / "store"
+    run_id, run_tolerance = resolve_run(args.run, args.reports)
+    if args.summary or args.artifact:
+        from tokenlens.review.summary import summary_lines
+
+        tolerance = args.tolerance or run_tolerance or DEFAULT_TOLERANCE
+        figures = load_figures(store, run_id, tolerance=tolerance)
+        for line in summary_lines(figures):
+            print(line)
+        for path in flag_policy(args.reports, run_id, figures):
+            print(f"poor agreement noted in the reasons of {path}")
+        if args.artifact:
+            from flows.review import KEY_AGREEMENT, review_summary
+
+            review_summary(str(store), run_id, tolerance)
+            print(f"published as Prefect artifacts {KEY_AGREEMENT} and {KEY_AGREEMENT}-classes")
+        return 0
+    review = open_review(store, run_id, tasks=args.tasks, size=args.sample, seed=args.seed)
+    serve(review, port=args.port, reviewer=args.reviewer)
+    return 0
+
+
+def flag_policy(reports: Path, run_id: str, figures: object) -> list[Path]:
+    """Write classes where people and the judge disagree into the run's policy reasons.
+
+    The policy is what a user reads before applying an arm, so that is where it must say
+    the judge was not confirmed by people; re-running is idempotent."""
+    from tokenlens.policy import atomic_write_text, load_policy
+    from tokenlens.review.figures import ReviewFigures, poor_agreement, with_review_flags
+
+    assert isinstance(figures, ReviewFigures)
+    flags = poor_agreement(figures)
+    written: list[Path] = []
+    folder = reports / "policy"
+    for path in (folder / f"{run_id}.json", folder / "latest.json"):
+        if not flags or not path.exists():
+            continue
+        policy = load_policy(path)
+        if policy.calibration_id != run_id:
+            continue
+        fresh = {
+            name: note
+            for name, note in flags.items()
+            if name in policy.classes and "Review: " not in policy.classes[name].reason
+        }
+        if fresh:
+            updated = with_review_flags(policy, fresh)
+            atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
+            written.append(path)
+    return written
+
+
+def serve(review: object, *, port: int, reviewer: str | None) -> None:
+    """Serve the page on loopback until interrupted."""
+    from urllib.parse import quote
+
+    import uvicorn
+
+    from tokenlens.review.app import Review, create_app
+    from tokenlens.review.store import check_reviewer
+
+    assert isinstance(review, Review)
+    path = f"/r/{quote(check_reviewer(reviewer))}/" if reviewer else "/"
+    cases = len(review.sample.cases)
+    print(f"review of {review.sample.run_id}: {cases} cases; grades go to {review.store.root}")
+    print(f"open http://127.0.0.1:{port}{path}  (Ctrl-C to stop; grades are saved as given)")
+    uvicorn.run(create_app(review), host="127.0.0.1", port=port, log_level="warning")

@@ -1,0 +1,359 @@
+"""Sequential calibration: pay only until each decision is made.
+
+A fixed design pays for every task x arm x repeat up front. This loop pays in rounds and
+after each round asks the same `aggregate` the fixed design uses:
+
+* an arm whose bound clears the tolerance (at that look's spent error, see
+  `tokenlens.decision.spending`) is settled *held* and sampled no further;
+* an arm whose upper bound is below the tolerance is settled *failed* (a futility stop:
+  it can only make fewer arms hold, so it costs no error), and arms beyond it on the
+  ladder are never sampled — the walk would ignore them anyway;
+* undecided arms get more **tasks** first, then more repeats (tasks buy more per call);
+* only the first `lookahead` open arms of the ladder are sampled at a time: a later arm
+  can matter only if the ones before it hold, so it waits until they do. Each arm has
+  its own looks (and spends its own error); the control follows the furthest arm;
+* a class stops when it has no undecided arm, when its control shows it unmeasurable, or
+  when its schedule (task pool, then `max_repeats`) runs out.
+
+The loop is a pure function of an **oracle**: something that returns graded pairs (rows of
+`tables.GRADES`) for the cells it is asked for. The flow's oracle samples and judges
+through the call ledger (so a resumed run never pays twice); the simulation's oracle
+draws from a synthetic world. The same code decides in both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.decision.curve import ALL_CLASSES, ALPHA, Curve, aggregate
+from tokenlens.decision.evidence import tasks_for_provisional
+from tokenlens.decision.grades import Mode
+from tokenlens.decision.ladder import Rung, walk_ladder
+from tokenlens.decision.planner import ASSUMED_SPREAD
+from tokenlens.decision.spending import nominal_alphas
+from tokenlens.stats import Spread
+from tokenlens.tables import CURVE
+
+#: Fewest tasks before a futility stop may end an arm (a t bound on 2-3 tasks is wild).
+MIN_TASKS_FOR_FUTILITY = 5
+#: One-sided error of the futility bound. Stopping a hopeless arm never makes an arm hold,
+#: so it spends none of the 5 %; it only costs power, at most this much per arm.
+FUTILITY_ALPHA = 0.05
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One graded pair the loop asks for: a class's arm (or control) on a task, replicate."""
+
+    task_class: str
+    arm: str
+    task_id: str
+    replicate: int
+
+
+#: Returns rows of `tables.GRADES` for the cells asked (error rows allowed, missing allowed).
+Oracle = Callable[[Sequence[Cell]], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """A class's task pool (in the order tasks are added) and its arms, gentlest first."""
+
+    task_class: str
+    tasks: tuple[str, ...]
+    arms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SequentialSettings:
+    tolerance: float = 0.95
+    mode: Mode = "interval"
+    alpha: float = ALPHA
+    max_repeats: int = 3
+    #: Tasks in the first round; default half of what a ? needs (at least 5).
+    first_tasks: int | None = None
+    max_rounds: int = 40
+    #: Open arms sampled at once, in ladder order. Later arms matter only if these hold
+    #: (the walk stops at the first failure), so they wait: that is most of the saving.
+    lookahead: int = 2
+    judge: str | None = None
+    spread: Spread = ASSUMED_SPREAD
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    """What one round asked for and what it settled (for progress and artifacts)."""
+
+    round: int
+    cells: int
+    designs: dict[str, tuple[int, int]]  # class -> (tasks, repeats) sampled so far
+    statuses: dict[str, dict[str, str]]  # class -> arm -> held | failed | open | skipped
+
+
+@dataclass
+class SequentialResult:
+    grades: pd.DataFrame
+    curve: Curve
+    rounds: list[RoundSummary] = field(default_factory=list)
+    cells: int = 0
+    #: Class -> the last look's nominal error (what the final curve was computed at).
+    final_alpha: dict[str, float] = field(default_factory=dict)
+
+
+def schedule(pool: int, need: int, first: int, max_repeats: int) -> list[tuple[int, int]]:
+    """(tasks, repeats) of each look: tasks grow (to `need`, then doubling) to the pool,
+    then repeats grow to `max_repeats`."""
+    points: list[tuple[int, int]] = []
+    n = max(1, min(first, pool))
+    while True:
+        points.append((n, 1))
+        if n >= pool:
+            break
+        n = min(pool, need if n < need else 2 * n)
+    points.extend((pool, r) for r in range(2, max_repeats + 1))
+    return points
+
+
+def _variance(n: int, r: int, spread: Spread) -> float:
+    within = spread.within or 0.0
+    return (spread.between**2 + within**2 / r) / n
+
+
+def look_alphas(
+    points: Sequence[tuple[int, int]], need: int, alpha: float, spread: Spread
+) -> list[float]:
+    """Each look's nominal one-sided error; looks with fewer tasks than `need` spend none."""
+    holdable = [i for i, (n, _) in enumerate(points) if n >= need]
+    out = [0.0] * len(points)
+    if not holdable:
+        return out
+    final = _variance(*points[holdable[-1]], spread)
+    fractions = [final / _variance(*points[i], spread) for i in holdable]
+    for i, a in zip(holdable, nominal_alphas(fractions, alpha), strict=True):
+        out[i] = a
+    return out
+
+
+@dataclass
+class _ClassState:
+    plan: ClassPlan
+    points: list[tuple[int, int]]
+    alphas: list[float]
+    lookahead: int
+    looks: dict[str, int] = field(default_factory=dict)  # arm -> its next look (started arms)
+    settled: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+    unmeasurable: bool = False
+
+    def frontier(self) -> list[str]:
+        """Open arms to sample now: in ladder order, past held ones, up to the first
+        failure, at most `lookahead` of them."""
+        out: list[str] = []
+        for arm in self.plan.arms:
+            status = self.settled.get(arm)
+            if status == "failed":
+                break
+            if status is None:
+                out.append(arm)
+                if len(out) == self.lookahead:
+                    break
+        return out
+
+    def statuses(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        beyond = False
+        for arm in self.plan.arms:
+            status = self.settled.get(arm)
+            out[arm] = "skipped" if beyond and status is None else status or "open"
+            beyond = beyond or status == "failed"
+        return out
+
+    def point(self, arm: str) -> tuple[int, int]:
+        return self.points[self.looks.get(arm, 0)]
+
+    def last_look(self, arm: str) -> bool:
+        return self.looks.get(arm, 0) == len(self.points) - 1
+
+    def alpha(self, arm: str) -> float:
+        return self.alphas[self.looks.get(arm, 0)]
+
+    def final_alpha(self, arm: str, default: float) -> float:
+        """The error of the last look this arm reached (what its final bound is read at)."""
+        spent = [a for a in self.alphas[: self.looks.get(arm, 0) + 1] if a > 0]
+        return spent[-1] if spent else default if arm not in self.looks else 0.0
+
+
+def _requests(state: _ClassState, arms: Sequence[str], asked: set[Cell]) -> list[Cell]:
+    name = state.plan.task_class
+    points = [state.point(arm) for arm in arms]
+    control = (max(p[0] for p in points), max(p[1] for p in points))
+    cells: list[Cell] = []
+    for arm, (n, r) in [(CONTROL, control), *zip(arms, points, strict=True)]:
+        cells.extend(
+            Cell(name, arm, task, rep) for task in state.plan.tasks[:n] for rep in range(r)
+        )
+    return [c for c in cells if c not in asked]
+
+
+def _settle_arms(
+    state: _ClassState, arms: Sequence[str], grades: pd.DataFrame, settings: SequentialSettings
+) -> None:
+    """Read each sampled arm at its own look; settle what is clear; move the rest on."""
+    curves = {a: _aggregate(grades, settings, a) for a in {state.alpha(arm) for arm in arms}}
+    futility = _aggregate(grades, settings, FUTILITY_ALPHA)
+    upper = futility.rows(state.plan.task_class).set_index("arm")["retention_high"]
+    status = futility.rows(state.plan.task_class).set_index("arm")["status"]
+    if (status == "unmeasurable").any():
+        ctrl = futility.rows(state.plan.task_class).set_index("arm")
+        low = ctrl.at[CONTROL, "noise_floor_low"] if CONTROL in ctrl.index else math.nan
+        if not pd.isna(low) or all(state.last_look(a) for a in arms):
+            state.done = state.unmeasurable = True  # more rounds cannot quiet the control
+            return
+    for arm in arms:
+        rows = curves[state.alpha(arm)].rows(state.plan.task_class).set_index("arm")
+        if arm not in rows.index:
+            continue
+        row = rows.loc[arm]
+        high = upper.get(arm)
+        if bool(row["passes"]):
+            state.settled[arm] = "held"
+        elif (
+            int(row["n_tasks"]) >= MIN_TASKS_FOR_FUTILITY
+            and high is not None
+            and not pd.isna(high)
+            and float(high) < settings.tolerance
+        ) or state.last_look(arm):
+            state.settled[arm] = "failed"
+        elif row["status"] in ("no_savings", "not_measured") and state.last_look(arm):
+            state.settled[arm] = "held"  # skipped by the walk; lets later arms be sampled
+        else:
+            state.looks[arm] = state.looks.get(arm, 0) + 1
+        if state.settled.get(arm) == "failed":
+            break
+    if not state.frontier():
+        state.done = True
+
+
+def _aggregate(grades: pd.DataFrame, settings: SequentialSettings, alpha: float) -> Curve:
+    return aggregate(
+        grades,
+        tolerance=settings.tolerance,
+        mode=settings.mode,
+        judge=settings.judge,
+        alpha=max(alpha, 1e-9),
+        pooled=False,
+    )
+
+
+def run_sequential(
+    plans: Sequence[ClassPlan],
+    oracle: Oracle,
+    settings: SequentialSettings = SequentialSettings(),
+    *,
+    on_round: Callable[[RoundSummary], None] | None = None,
+) -> SequentialResult:
+    """Ask the oracle for rounds of cells until every class is decided; return the curve."""
+    need = tasks_for_provisional(settings.tolerance)
+    first = settings.first_tasks or max(5, math.ceil(need / 2))
+    states: dict[str, _ClassState] = {}
+    for plan in plans:
+        points = schedule(len(plan.tasks), need, first, settings.max_repeats)
+        alphas = look_alphas(points, need, settings.alpha, settings.spread)
+        states[plan.task_class] = _ClassState(plan, points, alphas, settings.lookahead)
+    frames: list[pd.DataFrame] = []
+    asked: set[Cell] = set()
+    rounds: list[RoundSummary] = []
+    for number in range(1, settings.max_rounds + 1):
+        work = {n: s.frontier() for n, s in states.items() if not s.done}
+        work = {n: arms for n, arms in work.items() if arms}
+        if not work:
+            break
+        for name, arms in work.items():
+            for arm in arms:
+                states[name].looks.setdefault(arm, 0)
+        cells = [c for n, arms in work.items() for c in _requests(states[n], arms, asked)]
+        if cells:
+            frames.append(oracle(cells))
+            asked.update(cells)
+        grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        for name, arms in work.items():
+            mine = grades[grades["task_class"] == name] if len(grades) else grades
+            if mine.empty:
+                states[name].done = True
+                continue
+            _settle_arms(states[name], arms, mine, settings)
+        summary = RoundSummary(
+            number,
+            len(cells),
+            {n: max((s.point(a) for a in s.looks), default=s.points[0]) for n, s in states.items()},
+            {n: s.statuses() for n, s in states.items()},
+        )
+        rounds.append(summary)
+        if on_round is not None:
+            on_round(summary)
+    grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return _finish(grades, states, settings, rounds, len(asked))
+
+
+def _final_class_table(
+    grades: pd.DataFrame, state: _ClassState, settings: SequentialSettings
+) -> tuple[pd.DataFrame, float]:
+    """Each arm read at its own last look's error, then walked again as one ladder."""
+    arms = [a for a in state.plan.arms if a in set(grades["arm"])]
+    alphas = {arm: state.final_alpha(arm, settings.alpha) for arm in arms}
+    curves = {a: _aggregate(grades, settings, a).table for a in set(alphas.values()) | {0.0}}
+    base = curves[0.0]
+    rows = [base[base["arm"] == CONTROL]]
+    for arm in arms:
+        table = curves[alphas[arm]]
+        rows.append(table[table["arm"] == arm])
+    table = pd.concat(rows, ignore_index=True)
+    keep = ("no_savings", "not_measured", "unmeasurable", "too_few_tasks", "control")
+    walk = walk_ladder(
+        Rung(str(r.arm), float(r.reduction), bool(r.passes), Arm.parse(str(r.arm)).ladder_rank)
+        for r in table.itertuples()
+        if r.arm != CONTROL and r.status not in keep
+    )
+    statuses = [
+        s if s in keep else walk.statuses.get(a, s)
+        for a, s in zip(table["arm"], table["status"], strict=True)
+    ]
+    table = table.assign(status=statuses, chosen=table["arm"] == walk.chosen)
+    return table, max(alphas.values(), default=settings.alpha)
+
+
+def _finish(
+    grades: pd.DataFrame,
+    states: Mapping[str, _ClassState],
+    settings: SequentialSettings,
+    rounds: list[RoundSummary],
+    cells: int,
+) -> SequentialResult:
+    """The final curve: each arm at its last look's error, plus the pooled default."""
+    tables: list[pd.DataFrame] = []
+    final_alpha: dict[str, float] = {}
+    judge = settings.judge or ""
+    for name, state in states.items():
+        mine = grades[grades["task_class"] == name] if len(grades) else grades
+        if mine.empty:
+            continue
+        table, final_alpha[name] = _final_class_table(mine, state, settings)
+        judge = str(table["judge"].iloc[0])
+        tables.append(table)
+    if len(grades):
+        pooled = aggregate(
+            grades,
+            tolerance=settings.tolerance,
+            mode=settings.mode,
+            judge=settings.judge,
+            alpha=min(final_alpha.values(), default=settings.alpha) or settings.alpha,
+        )
+        tables.append(pooled.table[pooled.table["task_class"] == ALL_CLASSES])
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=CURVE.names)
+    curve = Curve(table, settings.tolerance, settings.mode, judge)
+    return SequentialResult(grades, curve, rounds, cells, final_alpha)
