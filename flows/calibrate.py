@@ -18,7 +18,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from prefect import flow, get_run_logger, task
@@ -33,6 +33,7 @@ from prefect.cache_policies import NO_CACHE
 from tokenlens.calibration import stages
 from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
+from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
 from tokenlens.calibration.session import (
@@ -60,6 +61,7 @@ from tokenlens.config import (
     JudgeKind,
 )
 from tokenlens.decision import Curve
+from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
 from tokenlens.report import seed_lines
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
@@ -71,6 +73,7 @@ KEY_POLICY = "calibration-policy"
 KEY_SPEND = "calibration-spend"
 KEY_REPORT = "calibration-report"
 KEY_TREND = "calibration-trend"
+KEY_ROUNDS = "calibration-rounds"
 
 _STAGE_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
@@ -139,6 +142,38 @@ def judge_pairs(
 
 
 @task(**_STAGE_OPTIONS)
+def sample_in_rounds(
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+) -> RoundsResult:
+    """Sample and judge in rounds until every arm's verdict is settled (sequential design)."""
+    logger = get_run_logger()
+    asked = 0
+
+    def report(summary: RoundSummary) -> None:
+        nonlocal asked
+        asked += summary.cells
+        text = rounds_markdown(summary, asked)
+        logger.info("round %d: %d new pairs asked (%d so far)", summary.round, summary.cells, asked)
+        create_markdown_artifact(
+            key=KEY_ROUNDS, markdown=text, description=f"Sequential round {summary.round}"
+        )
+
+    result = rounds_stage(cal, tasks, compressions, on_round=report)
+    saved = 1 - _paid_calls(result) / result.fixed_calls if result.fixed_calls else 0.0
+    create_markdown_artifact(
+        key=KEY_ROUNDS,
+        markdown=rounds_markdown(result.rounds[-1], asked, saved=saved) if result.rounds else "",
+        description="Sequential design: final round",
+    )
+    return result
+
+
+def _paid_calls(result: RoundsResult) -> int:
+    clear = {(r["task_id"], r["replicate"]) for r in result.answers if r["arm"] == "clear"}
+    return len(clear) + 2 * result.asked_pairs
+
+
+@task(**_STAGE_OPTIONS)
 def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
     """Turn grades into the per-class quality curve of the deciding judge."""
     return stages.aggregate_stage(cal, grades)
@@ -178,6 +213,7 @@ def calibrate(
     concurrency: int = 4,
     max_spend: float | None = None,
     batch: bool = False,
+    design: Literal["fixed", "sequential"] = "fixed",
     store: Path = REPORTS_DIR / "store",
     reports: Path = REPORTS_DIR,
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL,
@@ -213,6 +249,8 @@ def calibrate(
         concurrency: model calls in flight.
         max_spend: USD cap for this run's new calls; empty for none.
         batch: use the Message Batches API (half price, slower).
+        design: fixed (every cell up front) or sequential (rounds; pay only until each
+            arm's verdict is settled).
         store: root of the Parquet tables and the call ledger.
         reports: root of the published policies and reports.
         llmlingua_model: LLMLingua-2 model (hub name or local path).
@@ -245,6 +283,7 @@ def calibrate(
         concurrency=concurrency,
         max_spend=max_spend,
         batch=batch,
+        design=design,
         store=store,
         reports=reports,
         llmlingua_model=llmlingua_model,
@@ -306,12 +345,17 @@ def _calibrate(
         estimate = estimate_spend(cal, selected, compressions).describe()
         logger.info("spend estimate: %s", estimate)
         try:
-            answers = sample_answers(cal, selected, compressions)
-            grades = judge_pairs(cal, selected, compressions, answers)
+            if config.design == "sequential":
+                rounds = sample_in_rounds(cal, selected, compressions)
+                grades, curve = rounds.grades, rounds.curve
+            else:
+                answers = sample_answers(cal, selected, compressions)
+                grades = judge_pairs(cal, selected, compressions, answers)
         except SpendLimitReached:
             _publish_spend(cal, estimate)
             raise
-        curve = aggregate(cal, grades)
+        if config.design != "sequential":
+            curve = aggregate(cal, grades)
         requested = list(config.classes) if config.classes else None
         published = publish_policy(cal, curve, grades, requested, unavailable)
     except BaseException:

@@ -52,6 +52,9 @@ class CalibrationConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=64)
     max_spend: float | None = Field(default=None, gt=0)
     batch: bool = False
+    #: fixed: every task x arm x repeat up front; sequential: rounds that pay only until
+    #: each decision is made (`tokenlens.decision.sequential`).
+    design: Literal["fixed", "sequential"] = "fixed"
     store: Path = REPORTS_DIR / "store"
     reports: Path = REPORTS_DIR
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL

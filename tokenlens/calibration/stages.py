@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -315,10 +315,24 @@ def _never_ran(compressions: list[Row], arm: str) -> bool:
 
 
 def sample_stage(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[Row],
+    *,
+    cells: Collection[AnswerCell] | None = None,
+    write: bool = True,
 ) -> list[Row]:
-    """Obtain every answer (ledger first), at most `concurrency` calls at a time."""
+    """Obtain every answer (ledger first), at most `concurrency` calls at a time.
+
+    `cells` limits it to those answer cells (a sequential round); `write=False` leaves the
+    answers table to the caller, who writes the rows of every round at the end."""
     plan = plan_answers(cal, tasks, compressions)
+    if cells is not None:
+        wanted = set(cells)
+        plan = AnswerPlan(
+            {c: r for c, r in plan.requests.items() if c in wanted},
+            {c: why for c, why in plan.blocked.items() if c in wanted},
+        )
     client = cal.answer_client
     keys = {cell: client.key(request) for cell, request in plan.requests.items()}
     unique: dict[str, CompletionRequest] = {}
@@ -387,7 +401,8 @@ def sample_stage(
                 "error": reason,
             }
         )
-    cal.store.write("answers", rows, tables.ANSWERS)
+    if write:
+        cal.store.write("answers", rows, tables.ANSWERS)
     cal.ledger.compact()
     if outcome.stopped_by_spend:
         raise spend_stop(cal, "sampling", len(outcome.skipped))
@@ -429,14 +444,23 @@ def judge_stage(
     tasks: list[CalibrationTask],
     compressions: list[Row],
     answers: list[Row],
+    *,
+    only: Collection[PairCell] | None = None,
+    write: bool = True,
 ) -> list[Row]:
-    """Grade every (baseline, second answer) pair with every configured judge."""
+    """Grade every (baseline, second answer) pair with every configured judge.
+
+    `only` limits it to those pairs (a sequential round); `write=False` as in
+    `sample_stage`."""
     config = cal.config
     by_task = {t.id: t for t in tasks}
     comp = {(r["task_id"], r["arm"]): r for r in compressions}
     ans = {(r["task_id"], r["arm"], r["replicate"], r["sample"]): r for r in answers}
     arm_keys = [arm.key for arm in cal.arms if not _never_ran(compressions, arm.key)]
     pairs = pair_cells([t.id for t in tasks], [CONTROL, *arm_keys], config.repeats)
+    if only is not None:
+        chosen = set(only)
+        pairs = [p for p in pairs if p in chosen]
     originals = {t.id: t.to_request(model=cal.model, max_tokens=config.max_tokens) for t in tasks}
     from tokenlens.judge import render_request_text
 
@@ -516,7 +540,8 @@ def judge_stage(
             exc = outcome.errors.get(i)
             row["error"] = _describe(exc) if exc else "not judged: max spend reached"
             rows.append(row)
-    cal.store.write("grades", rows, tables.GRADES)
+    if write:
+        cal.store.write("grades", rows, tables.GRADES)
     cal.ledger.compact()
     if outcome.stopped_by_spend:
         raise spend_stop(cal, "judging", len(outcome.skipped))

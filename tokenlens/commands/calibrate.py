@@ -49,6 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--backend", choices=("auto", "anthropic", "local"), default="auto")
     parser.add_argument("--model", default=None, help="answer model (or a GGUF path for local)")
     parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument("--temperature", type=float, default=None, help="answer sampling")
     parser.add_argument("--judge", choices=("metric", "llm", "both"), default=None)
     parser.add_argument("--judge-model", default=None)
     parser.add_argument("--judge-both-orders", action="store_true")
@@ -58,6 +59,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--max-spend", type=float, default=None, help="USD; stop scheduling")
     parser.add_argument("--batch", action="store_true", help="Message Batches API (half price)")
+    parser.add_argument(
+        "--design",
+        choices=("fixed", "sequential"),
+        default=None,
+        help="fixed: every cell up front (default); sequential: rounds that pay only until "
+        "each arm's verdict is settled",
+    )
     parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
     parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
     parser.add_argument("--llmlingua-model", default=None)
@@ -93,10 +101,12 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "judge_both_orders": args.judge_both_orders,
         "judge_twice": args.judge_twice,
         "batch": args.batch,
+        "design": args.design or "fixed",
     }
     optional = {
         "repeats": args.repeats,
         "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
         "judge": args.judge,
         "judge_model": args.judge_model,
         "tolerance": args.tolerance,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES, ALPHA, Curve, aggregate
 from tokenlens.decision.evidence import tasks_for_provisional
 from tokenlens.decision.grades import Mode
@@ -145,6 +145,7 @@ class _ClassState:
     points: list[tuple[int, int]]
     alphas: list[float]
     lookahead: int
+    need: int  # tasks a ? needs (the evidence rule)
     looks: dict[str, int] = field(default_factory=dict)  # arm -> its next look (started arms)
     settled: dict[str, str] = field(default_factory=dict)
     done: bool = False
@@ -209,9 +210,11 @@ def _settle_arms(
     upper = futility.rows(state.plan.task_class).set_index("arm")["retention_high"]
     status = futility.rows(state.plan.task_class).set_index("arm")["status"]
     if (status == "unmeasurable").any():
+        # Refused only on the evidence a verdict needs (or at the end): a few early tasks
+        # can make a quiet control look noisy by chance, and a class stopped here is lost.
         ctrl = futility.rows(state.plan.task_class).set_index("arm")
-        low = ctrl.at[CONTROL, "noise_floor_low"] if CONTROL in ctrl.index else math.nan
-        if not pd.isna(low) or all(state.last_look(a) for a in arms):
+        n_ctrl = int(ctrl.at[CONTROL, "n_tasks"]) if CONTROL in ctrl.index else 0
+        if n_ctrl >= state.need or all(state.last_look(a) for a in arms):
             state.done = state.unmeasurable = True  # more rounds cannot quiet the control
             return
     for arm in arms:
@@ -264,7 +267,7 @@ def run_sequential(
     for plan in plans:
         points = schedule(len(plan.tasks), need, first, settings.max_repeats)
         alphas = look_alphas(points, need, settings.alpha, settings.spread)
-        states[plan.task_class] = _ClassState(plan, points, alphas, settings.lookahead)
+        states[plan.task_class] = _ClassState(plan, points, alphas, settings.lookahead, need)
     frames: list[pd.DataFrame] = []
     asked: set[Cell] = set()
     rounds: list[RoundSummary] = []
@@ -314,8 +317,11 @@ def _final_class_table(
         rows.append(table[table["arm"] == arm])
     table = pd.concat(rows, ignore_index=True)
     keep = ("no_savings", "not_measured", "unmeasurable", "too_few_tasks", "control")
+    # Walk in the plan's order (the loop's), not by the reduction measured on whichever
+    # tasks each arm happened to be sampled on: the two can disagree on near-equal arms.
+    order = {arm: i for i, arm in enumerate(state.plan.arms)}
     walk = walk_ladder(
-        Rung(str(r.arm), float(r.reduction), bool(r.passes), Arm.parse(str(r.arm)).ladder_rank)
+        Rung(str(r.arm), 1.0 + order.get(str(r.arm), len(order)), bool(r.passes))
         for r in table.itertuples()
         if r.arm != CONTROL and r.status not in keep
     )

@@ -1,0 +1,127 @@
+"""The sequential design in the flow, against the loopback server's request log.
+
+The ladder (extraction, 20 tasks, 90 % tolerance, so a ? needs 10 tasks) on the loopback
+model at temperature 0.1: `safe` is lossless, `prune@0.8` borderline (it reads ~85 % with a
+wide bound), and the aggressive arms after it (`prune@0.2`, `select@0.2`) are harmful.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from flows.calibrate import calibrate, flow_parameters
+from tokenlens.testing import FakeAnthropic
+
+pytestmark = pytest.mark.slow
+
+SEQUENTIAL: dict[str, Any] = {
+    "classes": ("extraction",),
+    "max_tasks_per_class": None,
+    "methods": ("safe", "prune", "select"),
+    "rates": (0.8, 0.2),
+    "repeats": 3,
+    "temperature": 0.1,
+    "tolerance": 0.90,
+    "design": "sequential",
+    # One call at a time: the loopback model tells identical requests apart only by the
+    # order they arrive in (the API has no seed), so both runs must ask in the same order.
+    "concurrency": 1,
+}
+
+
+def _answers(run_dir: Path) -> list[dict[str, Any]]:
+    return pq.read_table(run_dir / "answers.parquet").to_pylist()
+
+
+def _paid_answers(server: FakeAnthropic) -> int:
+    return sum(1 for r in server.calls() if r.status == 200 and not r.is_judge)
+
+
+def _classes(policy_path: str) -> dict[str, Any]:
+    return json.loads(Path(policy_path).read_text())["classes"]
+
+
+def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resumes(
+    prefect_api: str, anthropic: FakeAnthropic, make_config: Any, tmp_path: Path
+) -> None:
+    config = make_config(**SEQUENTIAL)
+    result = calibrate(**flow_parameters(config, fail_on_unresolved=False))
+    answers = _answers(Path(result["store"]))
+    # Every answer the server gave is one cell of the answers table: nothing else was paid.
+    assert _paid_answers(anthropic) == len({a["call_key"] for a in answers if a["call_key"]})
+    pairs = Counter(a["arm"] for a in answers if a["sample"] == 1)
+    tasks = {arm: len({a["task_id"] for a in answers if a["arm"] == arm}) for arm in pairs}
+    curve = {
+        r["arm"]: r["status"]
+        for r in pq.read_table(Path(result["store"]) / "curve.parquet").to_pylist()
+        if r["task_class"] == "extraction"
+    }
+    assert curve["safe"] == "held" and curve["prune@0.8"] == "failed"
+    assert pairs["safe"] < pairs["prune@0.8"]  # the clear arm stopped early ...
+    assert pairs["prune@0.8"] == 20 * 3  # ... the borderline one got every task and repeat
+    assert tasks["prune@0.8"] > tasks.get("select@0.8", 0)
+    assert pairs["prune@0.2"] == pairs["select@0.2"] == 0  # past the failure: never sampled
+    fixed_pairs = 20 * 3 * 5
+    assert sum(n for arm, n in pairs.items() if arm != "control") < 0.6 * fixed_pairs
+
+    # The same calibration in a fresh store, killed mid-round, then run again: no call is
+    # paid twice and the policy is the uninterrupted run's.
+    other = make_config(**SEQUENTIAL, store=tmp_path / "b" / "store", reports=tmp_path / "b")
+    anthropic.reset()  # the server forgets what it saw: the same requests, the same answers
+    before = _paid_answers(anthropic)
+    cli = [
+        sys.executable, "-m", "tokenlens", "calibrate",
+        "--backend", "anthropic", "--model", "claude-haiku-4-5",
+        "--classes", "extraction", "--methods", "safe,prune,select", "--rates", "0.8,0.2",
+        "--repeats", "3", "--tolerance", "0.9", "--judge", "metric", "--design", "sequential",
+        "--temperature", "0.1",
+        "--concurrency", "1", "--max-tokens", str(config.max_tokens),
+        "--store", str(other.store), "--reports", str(other.reports),
+    ]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    anthropic.configure(latency_s=0.02, stall_s=120.0)
+    log = (tmp_path / "victim.log").open("w")
+    victim = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while _paid_answers(anthropic) - before < 30:  # inside the second round
+            assert victim.poll() is None, (tmp_path / "victim.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the victim never got going"
+            time.sleep(0.02)
+        # Hold the next requests so nothing is answered-but-unrecorded at the kill (a kill
+        # loses at most the calls in flight; here there are none to lose).
+        anthropic.inject("stall", times=1)
+        last = [_paid_answers(anthropic), time.monotonic()]
+        while time.monotonic() - last[1] < 1.5:
+            if _paid_answers(anthropic) != last[0]:
+                last[:] = [_paid_answers(anthropic), time.monotonic()]
+            assert time.monotonic() < deadline + 60, "the victim never blocked"
+            time.sleep(0.05)
+        assert victim.poll() is None, "the victim finished before it could be killed"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(30)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        log.close()
+    deadline = time.monotonic() + 30
+    while sum(1 for r in anthropic.calls() if r.fault == "stall") < 1:
+        assert time.monotonic() < deadline, "the held requests never ended"
+        time.sleep(0.05)
+    anthropic.configure(latency_s=0.0)
+    again = calibrate(**flow_parameters(other, fail_on_unresolved=False))
+    rerun_answers = _answers(Path(again["store"]))
+    unique = {a["call_key"] for a in rerun_answers if a["call_key"]}
+    assert _paid_answers(anthropic) - before <= len(unique)  # nothing paid twice
+    assert _classes(again["policy_path"]) == _classes(result["policy_path"])
