@@ -186,9 +186,10 @@ def publish_policy(
     grades: list[Row],
     requested: list[str] | None,
     unavailable: dict[str, str],
+    tasks: list[CalibrationTask] | None = None,
 ) -> Published:
-    """Decide the policy per class and publish it with the report."""
-    return stages.publish_stage(cal, curve, grades, requested, unavailable)
+    """Decide the policy per class, route it by predicted class, publish it with the report."""
+    return stages.publish_stage(cal, curve, grades, requested, unavailable, tasks)
 
 
 @flow(name="calibrate", log_prints=True)
@@ -357,7 +358,7 @@ def _calibrate(
         if config.design != "sequential":
             curve = aggregate(cal, grades)
         requested = list(config.classes) if config.classes else None
-        published = publish_policy(cal, curve, grades, requested, unavailable)
+        published = publish_policy(cal, curve, grades, requested, unavailable, selected)
     except BaseException:
         if cal.run is not None:
             finish_run(config.store, cal.run, "stopped")

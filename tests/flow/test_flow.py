@@ -121,6 +121,10 @@ def test_full_run_then_rerun_makes_no_calls(
     assert latest["calibration_id"] == policy.calibration_id == result["calibration_id"]
     assert latest["run_id"] == policy.run_id == result["run_id"]
     assert Path(result["report_path"]).is_file()
+    # The policy is routed by the class the proxy will predict, and the report says what
+    # that does to each true class ("policy as applied", with its bounds).
+    report_md = Path(result["report_path"]).with_suffix(".md").read_text(encoding="utf-8")
+    assert "## Policy as applied" in report_md and "retention as applied" in report_md
     assert result["exit_code"] in (0, 4)
 
     curve_artifact = read_artifact(KEY_CURVE)

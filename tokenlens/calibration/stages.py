@@ -657,11 +657,14 @@ def publish_stage(
     grades: list[Row],
     requested: list[str] | None,
     unavailable: dict[str, str] | None = None,
+    tasks: list[CalibrationTask] | None = None,
 ) -> Published:
     """Decide; write the run's policy and report under `<reports>/runs/<run-id>/`, then
     publish the policy as `<reports>/policy/<calibration-id>.json` and `latest.json`.
 
     Every run keeps its own files, so an older run's report never shows a newer run.
+    With the run's `tasks`, the policy is routed by the class the proxy will *predict*
+    (`tokenlens.decision.applied`) and the report shows the policy as applied.
     """
     import pandas as pd
 
@@ -675,6 +678,18 @@ def publish_stage(
         model=cal.model,
         requested_classes=requested,
     ).model_copy(update={"run_id": cal.store.run_id})
+    applied: list[Any] = []
+    if tasks:
+        from tokenlens.decision.applied import applied_retention, route_policy
+
+        routing = route_policy(policy, curve, tasks)
+        policy = routing.policy
+        applied = applied_retention(
+            pd.DataFrame(grades, columns=tables.GRADES.names),
+            policy,
+            routing.labels,
+            judge=judge_name_for(cal.config, cal.model),
+        )
     run_folder = run_reports_dir(cal.config.reports, cal.store.run_id)
     agreement = None
     judges = list(cal.judge_clients)
@@ -694,6 +709,7 @@ def publish_stage(
         agreement=agreement,
         local_model=cal.backend == "local",
         unavailable=unavailable,
+        applied=applied,
     )
     run_policy = run_folder / "policy.json"
     atomic_write_text(run_policy, policy.model_dump_json(indent=2) + "\n")
