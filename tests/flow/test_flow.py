@@ -276,3 +276,35 @@ def test_same_command_twice_is_free_fresh_samples_make_new_calls(
         assert (config.store / "runs" / manifest.run_id / "grades.parquet").is_file()
     latest = load_policy(config.reports / "policy" / "latest.json")
     assert latest.run_id == runs[-1].run_id
+
+
+def test_a_prefect_retry_resumes_the_same_run_with_its_seeds(
+    prefect_api: str,
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The flow run fails after sampling; Prefect's retry (same flow run) reopens the run:
+    same run id and sample seed, so no answer is asked twice."""
+    from tokenlens.calibration import stages
+
+    real_judge = stages.judge_stage
+    failures = [RuntimeError("injected: the worker lost its disk")]
+
+    def judge_once_failing(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_judge(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "judge_stage", judge_once_failing)
+    config = make_config(repeats=1)
+    retrying = calibrate.with_options(retries=1, retry_delay_seconds=0)
+    result = retrying(**flow_parameters(config, fresh_sample=True, fail_on_unresolved=False))
+
+    assert not failures  # the first attempt did fail
+    [manifest] = list_runs(config.store)  # one run, reopened by the retry
+    assert manifest.run_id == result["run_id"] and manifest.seed == result["seed"]
+    assert manifest.status == "finished" and manifest.seed != config.seed
+    answers = distinct_answer_keys(Path(result["store"]) / "answers.parquet")
+    assert len(answer_calls(anthropic)) == len(answers)  # the retry asked nothing twice
+    assert result["new_calls"] == 0  # everything came from the first attempt's ledger

@@ -121,3 +121,19 @@ def test_table_cells_are_not_turned_into_links_or_bold() -> None:
     assert table_cell("prune@0.4") == "prune&#64;0.4"
     assert table_cell("__all__") == "\\_\\_all\\_\\_"
     assert table_cell("a|b") == "a\\|b"
+
+
+def test_every_setting_is_a_described_flow_parameter_with_the_configs_default() -> None:
+    """The UI's Custom run form and `--param NAME=...` reach every setting of the config."""
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.calibrate import calibrate, flow_parameters
+
+    schema = parameter_schema(calibrate.fn).model_dump()["properties"]
+    defaults = flow_parameters(CalibrationConfig())
+    for name, default in defaults.items():
+        assert name in schema, name
+        assert schema[name].get("description"), f"{name} has no description"
+        assert schema[name].get("default") == default, name
+    extras = set(schema) - set(defaults)
+    assert extras == {"fresh_sample", "fail_on_unresolved", "resume"}

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "run",
         nargs="?",
         default=None,
-        help="calibration id (default: the one behind <reports>/policy/latest.json); "
+        help="run id or calibration id (default: the run behind <reports>/policy/latest.json); "
         "with no calibration at all, plan from stated assumptions",
     )
     parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy root")
