@@ -24,9 +24,11 @@ from starlette.types import Receive, Scope, Send
 
 from tokenlens.proxy.apply import Compressor, default_compressor, warm_up
 from tokenlens.proxy.background import BackgroundWork
+from tokenlens.proxy.capture import Capture
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
 from tokenlens.proxy.handler import Handler, ProxyState
 from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.redact import Redactor, load_rules
 from tokenlens.proxy.relay import error_response
 from tokenlens.proxy.server import header_problem
 from tokenlens.proxy.settings import ProxySettings
@@ -88,6 +90,7 @@ def create_app(
     stats = ProxyStats(judge_window=settings.judge_window)
     if store is not None:
         store.on_change(lambda _policy: stats.reset_quality())
+    capture = _capture(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -122,6 +125,10 @@ def create_app(
             await anyio.to_thread.run_sync(warm_up, state.compressor)
         app.state.proxy = state
         app.state.handler = Handler(state)
+        if capture is not None:
+            capture.start()
+            if shadow is not None:
+                shadow.on_replay = capture.replay_answer
         poller = asyncio.get_running_loop().create_task(_poll(store, settings.reload_interval_s))
         try:
             yield
@@ -131,6 +138,8 @@ def create_app(
                 await poller
             await background.aclose()
             await session.close()
+            if capture is not None:
+                await anyio.to_thread.run_sync(capture.close)
 
     async def dashboard(request: Request) -> Response:
         feed = build_feed(request.app.state.proxy)
@@ -147,7 +156,17 @@ def create_app(
         Route("/tokenlens/", dashboard, methods=["GET"]),
         Route("/tokenlens/feed.json", feed, methods=["GET"]),
     ]
-    return ProxyApp(routes=routes, lifespan=lifespan)
+    app = ProxyApp(routes=routes, lifespan=lifespan)
+    app.state.capture = capture
+    return app
+
+
+def _capture(settings: ProxySettings) -> Capture | None:
+    """The traffic capture when `--capture` is given (bad redaction rules fail here)."""
+    if settings.capture_store is None:
+        return None
+    rules = load_rules(settings.capture_redact) if settings.capture_redact else []
+    return Capture(settings.capture_store, sample=settings.capture_sample, redactor=Redactor(rules))
 
 
 class ProxyApp(Starlette):
@@ -168,7 +187,11 @@ class ProxyApp(Starlette):
         ours = path == DASHBOARD_PREFIX or path.startswith(DASHBOARD_PREFIX + "/")
         if scope["type"] == "http" and not ours:
             handler: Handler = self.state.handler
-            await handler.asgi(scope, receive, send)
+            capture: Capture | None = self.state.capture
+            if capture is not None:  # opt-in: tees a sample of Messages requests
+                await capture.serve(handler.asgi, scope, receive, send)
+            else:
+                await handler.asgi(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
