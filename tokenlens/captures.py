@@ -28,10 +28,10 @@ from tokenlens.errors import TokenLensError
 
 CAPTURE_SCHEMA_VERSION = 1
 PART_GLOB = "capture-*.jsonl"
-#: How the class was decided: the proxy's own classifier result (`header`, `rules`,
+#: How the class was decided: the proxy's own classifier result (`header`, `model`, `rules`,
 #: `default`), or, when the proxy had no policy and so classified nothing, the same rules
 #: run by the capture writer over the starter set's class names.
-ClassSource = Literal["header", "rules", "default"]
+ClassSource = Literal["header", "model", "rules", "default"]
 
 
 class CaptureError(TokenLensError):

@@ -24,9 +24,23 @@ _SCHEMA_KEYS = frozenset({"type", "role", "model"})
 
 @dataclass(frozen=True)
 class Rule:
+    """A pattern and its replacement. `hints`: literals (lower case) of which any match
+    must contain one; a text without any skips the regex (most prompts hold no key).
+    Both shortcuts are there because redaction is most of the capture writer's CPU."""
+
     name: str
     pattern: re.Pattern[str]
     replacement: str
+    hints: tuple[str, ...] = ()
+    #: A cheaper pattern every match also matches: no hit, no need to run `pattern`.
+    gate: re.Pattern[str] | None = None
+
+    def apply(self, text: str, lowered: str) -> str:
+        if self.hints and not any(hint in lowered for hint in self.hints):
+            return text
+        if self.gate is not None and self.gate.search(text) is None:
+            return text
+        return self.pattern.sub(self.replacement, text)
 
 
 BUILTIN_RULES: tuple[Rule, ...] = (
@@ -34,6 +48,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         "email",
         re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
         "[REDACTED:email]",
+        ("@",),
     ),
     Rule(
         "api-key",
@@ -44,6 +59,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
             r"|(?i:bearer\s+)[A-Za-z0-9._~+/=-]{16,}"
         ),
         "[REDACTED:api-key]",
+        ("sk-", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "aiza", "eyj", "bearer"),
     ),
     Rule(
         "secret-assignment",
@@ -52,8 +68,14 @@ BUILTIN_RULES: tuple[Rule, ...] = (
             r"[\"']?)[^\s\"',;]{8,}"
         ),
         r"\1[REDACTED:api-key]",
+        ("key", "secret", "token", "passw"),
     ),
-    Rule("digits", re.compile(r"(?<!\d)\d(?:[ -]?\d){8,}(?!\d)"), "[REDACTED:digits]"),
+    Rule(
+        "digits",
+        re.compile(r"(?<!\d)\d(?:[ -]?\d){8,}(?!\d)"),
+        "[REDACTED:digits]",
+        gate=re.compile(r"\d[\d -]{7,}\d"),
+    ),
 )
 
 
@@ -87,8 +109,11 @@ class Redactor:
         self.rules = (*extra, *BUILTIN_RULES)
 
     def text(self, value: str) -> str:
+        lowered = value.lower()
         for rule in self.rules:
-            value = rule.pattern.sub(rule.replacement, value)
+            redacted = rule.apply(value, lowered)
+            if redacted is not value:
+                value, lowered = redacted, redacted.lower()
         return value
 
     def value(self, value: Any) -> Any:
