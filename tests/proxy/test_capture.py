@@ -241,3 +241,28 @@ def test_a_full_queue_drops_captures_and_never_fails_the_request(
         _stream(client, _body(DOCS["garden"], "Where are the tools kept?"))
     assert capture.counts["dropped_queue_full"] == 6
     assert not list((tmp_path / "captures").rglob("capture-*.jsonl"))
+
+
+def test_a_url_store_receives_whole_part_files(
+    fake_anthropic: FakeAnthropic, start_proxy: StartProxy
+) -> None:
+    """An fsspec URL (here the in-process `memory://` filesystem; s3:// works the same)."""
+    import fsspec
+
+    url = f"memory://captures-{os.getpid()}-{id(start_proxy)}"
+    proxy = start_proxy(
+        ProxySettings(upstream=fake_anthropic.base_url, capture_store=url, capture_sample=1.0)
+    )
+    client = _sdk(proxy)
+    for question in ("Where are the tools kept?", "Who assigns plots?"):
+        client.messages.create(**_body(DOCS["garden"], question))
+    _stream(client, _body(DOCS["garden"], "When are plots assigned?"))
+    fs = fsspec.filesystem("memory")
+    assert not fs.glob(f"{url}/capture-*.jsonl")  # nothing uploaded until the part closes
+    proxy.stop()
+    (part,) = fs.glob(f"{url}/capture-*.jsonl")
+    lines = fs.cat(part).decode().splitlines()
+    records = [CapturedRequest.model_validate_json(line) for line in lines]
+    assert [r.class_decided_by for r in records] == ["capture"] * 3
+    assert all(r.answer for r in records)
+    fs.rm(url, recursive=True)

@@ -180,3 +180,12 @@ def test_bad_redaction_rules_stop_the_proxy_before_it_binds(
     )
     assert result.returncode == 2
     assert f"{rules}:2: not a valid regular expression" in result.stderr
+
+
+def test_capture_flags_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenlens.cli import main
+
+    assert main(["serve", "--capture-redact", "rules.txt"]) == 2
+    assert "--capture-redact needs --capture STORE" in capsys.readouterr().err
+    assert main(["serve", "--capture", "c", "--capture-sample", "1.5"]) == 2
+    assert "capture_sample must be within [0, 1]" in capsys.readouterr().err
