@@ -1,15 +1,15 @@
 """Opt-in capture of live traffic, for `tokenlens tasks harvest` (`serve --capture`).
 
 The request path pays one sampling draw and, for a sampled request, a tee: the bytes the
-client sent and the bytes relayed back are kept by reference as they pass (`_Tap`), and
+client sent and the bytes relayed back are kept by reference as they pass (`Capture.serve`), and
 when the answer is done the pair goes to a bounded queue with `put_nowait`. A full queue
 drops the capture and counts it; it never blocks or fails a request. Everything else
 happens in one writer thread: parsing, the class when the proxy decided none, the
 answer's text, redaction (`tokenlens.proxy.redact`), serialisation, and appending to part
-files under the store (`tokenlens.captures` holds the record schema). Local part files
-are created 0600 in a 0700 folder; an fsspec URL (e.g. ``s3://bucket/captures``) gets
-whole part files uploaded when they rotate. Nothing of a capture is ever logged: the log
-gets counts and exception types.
+files under the store (`tokenlens.proxy.capture_store`; `tokenlens.captures` holds the
+record schema). Local part files are created 0600 in a 0700 folder; an fsspec URL (e.g.
+``s3://bucket/captures``) gets whole part files uploaded when they rotate. Nothing of a
+capture is ever logged: the log gets counts and exception types.
 
 What is captured for a sampled ``POST /v1/messages``: the body as received (before any
 compression); the class the proxy chose and how (the handler leaves its `classify`
@@ -30,7 +30,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import queue
 import random
 import threading
@@ -38,13 +37,13 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
 from tokenlens.captures import CAPTURE_SCHEMA_VERSION, body_digest
 from tokenlens.proxy import relay
+from tokenlens.proxy.capture_store import open_parts
 from tokenlens.proxy.classify import CLASS_HEADER, Classification, classify
 from tokenlens.proxy.redact import Redactor
 
@@ -118,7 +117,7 @@ class Capture:
         self.counts: Counter[str] = Counter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
         self._rng = random.Random(seed)
-        self._sink = _sink(store, part_records, part_seconds)
+        self._sink = open_parts(store, part_records, part_seconds)
         self._thread = threading.Thread(target=self._run, name="tokenlens-capture", daemon=True)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._pending: OrderedDict[str, _Replay] = OrderedDict()
@@ -331,93 +330,3 @@ def _answer_text(chunks: list[bytes], content_type: str, encoding: str) -> str |
     decoded = relay.decode_body(b"".join(chunks), encoding or None)
     message = relay.parse_message(decoded) if decoded is not None else None
     return relay.message_text(message) or None if message is not None else None
-
-
-# --- where part files go ----------------------------------------------------------------
-
-
-class _Parts:
-    """Part files `capture-<UTC time>-<pid>-<n>.jsonl`: rotated by count and by age."""
-
-    def __init__(self, part_records: int, part_seconds: float) -> None:
-        self.part_records = part_records
-        self.part_seconds = part_seconds
-        self._count = 0
-        self._opened = 0.0
-        self._seq = 0
-
-    def _name(self) -> str:
-        self._seq += 1
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        return f"capture-{stamp}-{os.getpid()}-{self._seq:05d}.jsonl"
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        if not self._count:
-            self._opened = time.monotonic()
-        self._count += 1
-        self._append(line)
-        if self._count >= self.part_records:
-            self.close()
-
-    def tick(self) -> None:
-        if self._count and time.monotonic() - self._opened >= self.part_seconds:
-            self.close()
-
-    def close(self) -> None:
-        if self._count:
-            self._finish()
-        self._count = 0
-
-    def _append(self, line: bytes) -> None:
-        raise NotImplementedError
-
-    def _finish(self) -> None:
-        raise NotImplementedError
-
-
-class _LocalParts(_Parts):
-    """A folder: each line appended as it is written (a crash loses at most the queue)."""
-
-    def __init__(self, folder: Path, part_records: int, part_seconds: float) -> None:
-        super().__init__(part_records, part_seconds)
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.folder = folder
-        self._fd: int | None = None
-
-    def _append(self, line: bytes) -> None:
-        if self._fd is None:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-            self._fd = os.open(self.folder / self._name(), flags, 0o600)
-            os.fchmod(self._fd, 0o600)  # whatever the umask
-        os.write(self._fd, line)
-
-    def _finish(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-class _RemoteParts(_Parts):
-    """An fsspec URL (s3://, gs://, …): a part is uploaded whole when it closes."""
-
-    def __init__(self, url: str, part_records: int, part_seconds: float) -> None:
-        super().__init__(part_records, part_seconds)
-        self.url = url.rstrip("/")
-        self._lines: list[bytes] = []
-
-    def _append(self, line: bytes) -> None:
-        self._lines.append(line)
-
-    def _finish(self) -> None:
-        import fsspec
-
-        data, self._lines = b"".join(self._lines), []
-        with fsspec.open(f"{self.url}/{self._name()}", "wb") as handle:
-            handle.write(data)
-
-
-def _sink(store: str, part_records: int, part_seconds: float) -> _Parts:
-    if "://" in store and not store.startswith("file://"):
-        return _RemoteParts(store, part_records, part_seconds)
-    return _LocalParts(Path(store.removeprefix("file://")), part_records, part_seconds)
