@@ -210,7 +210,8 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             allow_remote=args.allow_remote,
             capture_store=args.capture,
             capture_sample=args.capture_sample,
-            capture_redact=args.capture_redact,
+            # a Path again: `--workers` hands the arguments to each worker as JSON strings
+            capture_redact=Path(args.capture_redact) if args.capture_redact else None,
         )
     except ValueError as exc:
         raise TokenLensError(f"tokenlens serve: {exc}") from exc
