@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run the Anthropic-compatible proxy that applies the policy",
         description="An Anthropic-compatible proxy. Applies the latest published policy per "
         "request, fails open, and can measure and shadow-judge what it does. Prompt bodies "
-        "and keys are never logged or stored.",
+        "and keys are never logged or stored (--capture: a redacted sample, opt-in).",
     )
     parser.add_argument(
         "--policy",
