@@ -72,19 +72,29 @@ def body_digest(body: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def part_files(store: Path) -> list[Path]:
-    """The part files of a store folder in name (= time) order, or the one file given."""
-    if store.is_file():
-        return [store]
-    if not store.is_dir():
-        raise CaptureError(f"{store}: no capture store (neither a folder nor a file)")
-    return sorted(store.rglob(PART_GLOB))
+def part_files(store: str | Path) -> tuple[Any, list[str]]:
+    """(filesystem, part paths in name = time order) of a store folder, URL or one file.
+
+    A local path or any fsspec URL (``s3://bucket/captures``, as `serve --capture` takes).
+    """
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(str(store))
+        if fs.isfile(root):
+            return fs, [root]
+        if not fs.isdir(root):
+            raise CaptureError(f"{store}: no capture store (neither a folder nor a file)")
+        return fs, sorted(fs.glob(f"{root.rstrip('/')}/**/{PART_GLOB}"))
+    except (OSError, ValueError, ImportError) as exc:
+        raise CaptureError(f"{store}: cannot read the capture store ({exc})") from exc
 
 
-def read_records(store: Path) -> Iterator[CapturedRequest | CapturedReplay]:
+def read_records(store: str | Path) -> Iterator[CapturedRequest | CapturedReplay]:
     """Every record of a store, strictly: a bad line fails with `file:line` and the field."""
-    for path in part_files(store):
-        with path.open(encoding="utf-8") as lines:
+    fs, paths = part_files(store)
+    for path in paths:
+        with fs.open(path, "rt", encoding="utf-8") as lines:
             for lineno, line in enumerate(lines, start=1):
                 if not line.strip():
                     continue

@@ -17,7 +17,9 @@ ladder sees the request (`tokenlens.compress.request`):
 Dropped, each with a count: requests without a reference answer, without a question,
 with nothing compressible (the ladder's own target list is empty, e.g. a one-paragraph
 message or everything under a cache breakpoint) or a context shorter than `min_context`
-tokens, near-duplicates (`tokenlens.neardup`), and tasks over `per_class` in a class.
+tokens, near-duplicates (`tokenlens.neardup`: within one class and question template,
+the same system, history and context up to ids and small edits), and tasks over
+`per_class` in a class.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tokenlens.captures import CapturedReplay, CapturedRequest, read_records
 from tokenlens.compress.arms import Arm
 from tokenlens.compress.request import compress_request, split_question
 from tokenlens.errors import CompressionError
-from tokenlens.neardup import find_duplicates
+from tokenlens.neardup import find_duplicates, normalize
 from tokenlens.tasks import CalibrationTask, Turn
 from tokenlens.tokens import estimate_tokens
 
@@ -67,7 +69,7 @@ class _Candidate:
 
 
 def harvest(
-    store: Path,
+    store: str | Path,
     *,
     per_class: int | None = None,
     min_context: int = 0,
@@ -98,7 +100,10 @@ def harvest(
             report.dropped[outcome] += 1
         else:
             candidates.append(_Candidate(record.time, outcome))
-    duplicates = find_duplicates([_dedup_text(c.task) for c in candidates])
+    duplicates = find_duplicates(
+        [_dedup_text(c.task) for c in candidates],
+        groups=[f"{c.task.task_class}\n{normalize(c.task.question)}" for c in candidates],
+    )
     unique = [c for c, dup in zip(candidates, duplicates, strict=True) if dup is None]
     report.dropped["duplicate"] += len(candidates) - len(unique)
     kept = _balance(unique, per_class, seed, report)
@@ -188,7 +193,7 @@ def _compressible(body: dict[str, Any]) -> bool:
 
 def _dedup_text(task: CalibrationTask) -> str:
     turns = "\n".join(turn.content for turn in task.history)
-    return f"{task.task_class}\n{task.system or ''}\n{turns}\n{task.context}\n{task.question}"
+    return f"{task.system or ''}\n{turns}\n{task.context}"
 
 
 def _balance(

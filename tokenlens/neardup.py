@@ -14,6 +14,10 @@ one task forty times and reports it as forty, so its intervals lie. Two stages:
    standard measure for "mostly the same text" and MinHash estimates it in O(words)
    per text without comparing every pair.
 
+The harvester compares texts only within a group (same class, same normalised question):
+the question is short, so a different question would barely move the Jaccard estimate
+of a long shared document, yet it makes a different task.
+
 Exact normalised-template hashing alone would miss templates with a different name in
 them; MinHash alone on raw text would see "order 1234" and "order 9876" as different
 shingles. Deterministic: the permutations come from a fixed seed.
@@ -73,15 +77,33 @@ def signature(template: str) -> np.ndarray:
     return minimum
 
 
-def find_duplicates(texts: Sequence[str], threshold: float = DEFAULT_THRESHOLD) -> list[int | None]:
+def find_duplicates(
+    texts: Sequence[str],
+    threshold: float = DEFAULT_THRESHOLD,
+    *,
+    groups: Sequence[str] | None = None,
+) -> list[int | None]:
     """For each text, the index of an earlier text it duplicates, or None if it is first.
 
-    The earliest text of a group is kept; later ones point at a kept one.
+    The earliest text of a group is kept; later ones point at a kept one. With `groups`,
+    only texts of the same group can duplicate each other (the harvester groups by class
+    and question template, so two questions about one document stay two tasks).
     """
-    templates = [normalize(text) for text in texts]
     result: list[int | None] = [None] * len(texts)
+    members: dict[str, list[int]] = {}
+    for index in range(len(texts)):
+        members.setdefault(groups[index] if groups is not None else "", []).append(index)
+    for indices in members.values():
+        local = _find_in([normalize(texts[i]) for i in indices], threshold)
+        for position, match in enumerate(local):
+            if match is not None:
+                result[indices[position]] = indices[match]
+    return result
+
+
+def _find_in(templates: list[str], threshold: float) -> list[int | None]:
+    result: list[int | None] = [None] * len(templates)
     exact: dict[str, int] = {}
-    kept: list[int] = []
     signatures: dict[int, np.ndarray] = {}
     buckets: dict[tuple[int, bytes], list[int]] = {}
     for i, template in enumerate(templates):
@@ -93,16 +115,14 @@ def find_duplicates(texts: Sequence[str], threshold: float = DEFAULT_THRESHOLD) 
         keys = [(band, sig[band * ROWS : (band + 1) * ROWS].tobytes()) for band in range(BANDS)]
         for key in keys:
             candidates.update(buckets.get(key, ()))
-        match = None
-        for j in sorted(candidates):
-            if float(np.mean(signatures[j] == sig)) >= threshold:
-                match = j
-                break
+        match = next(
+            (j for j in sorted(candidates) if float(np.mean(signatures[j] == sig)) >= threshold),
+            None,
+        )
         if match is not None:
             result[i] = match
             continue
         exact[template] = i
-        kept.append(i)
         signatures[i] = sig
         for key in keys:
             buckets.setdefault(key, []).append(i)

@@ -135,9 +135,11 @@ def test_near_duplicates_and_per_class_balance(tmp_path: Path) -> None:
         ),
         _request(_body(other.format(18), "What was approved?"), "x", "summarization", time=11.0),
     ]
+    records.append(_request(_body(base, "Do gift cards expire?"), "Never.", time=12.0))
     tasks, report = harvest(_store(tmp_path, records))
     assert report.dropped["duplicate"] == 6  # four ids + the edit; the second minutes
-    assert [t.task_class for t in tasks] == ["extraction", "summarization"]
+    # another question about the same document is another task
+    assert [t.task_class for t in tasks] == ["extraction", "summarization", "extraction"]
     more = [
         _request(
             _body(f"Unrelated text number {word}.\n\nIt talks about {word} only.", "Q?"),

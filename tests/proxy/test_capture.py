@@ -14,7 +14,7 @@ import anthropic
 
 from tokenlens.captures import CapturedReplay, CapturedRequest, read_records
 from tokenlens.cli import main as cli_main
-from tokenlens.harvest import MODEL_ANSWER_TAG
+from tokenlens.harvest import MODEL_ANSWER_TAG, harvest
 from tokenlens.judge import PairGrade, Position
 from tokenlens.proxy import capture as capture_module
 from tokenlens.proxy.capture import Capture
@@ -265,4 +265,6 @@ def test_a_url_store_receives_whole_part_files(
     records = [CapturedRequest.model_validate_json(line) for line in lines]
     assert [r.class_decided_by for r in records] == ["capture"] * 3
     assert all(r.answer for r in records)
+    tasks, report = harvest(url)  # harvest reads the URL too
+    assert len(tasks) == 3 and report.dropped["duplicate"] == 0  # one document, 3 questions
     fs.rm(url, recursive=True)

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "context = the rest the ladder may compress, reference = the production model's "
         "answer to the uncompressed request (tagged reference:model-answer).",
     )
-    harvest.add_argument("captures", type=Path, help="capture folder (or one part file)")
+    harvest.add_argument(
+        "captures", help="capture folder or fsspec URL (e.g. s3://bucket/captures), or one part"
+    )
     harvest.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
     harvest.add_argument("--per-class", type=int, default=None, help="at most N tasks per class")
     harvest.add_argument(
