@@ -100,7 +100,7 @@ def bench_local() -> None:
 
 
 def prompt_cache_request(seed: int) -> CompletionRequest:
-    """A calibration-like prompt of ~640 tokens (system + context + question)."""
+    """A calibration-like prompt of 725 SmolLM2 tokens (system + context + question)."""
     return CompletionRequest(
         model="smollm2",
         system="Answer briefly, using only the context.",
