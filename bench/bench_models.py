@@ -2,7 +2,8 @@
 
 Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
 
-    .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local]
+    .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local] [--cache-seeds 3]
+    .venv/bin/python bench/bench_models.py --only-prompt-cache   # the local prompt cache alone
 """
 
 from __future__ import annotations
@@ -98,14 +99,105 @@ def bench_local() -> None:
     print(f"  peak RSS of this process: {rss_mb:.0f} MB")
 
 
+def prompt_cache_request(seed: int) -> CompletionRequest:
+    """A calibration-like prompt of 725 SmolLM2 tokens (system + context + question)."""
+    return CompletionRequest(
+        model="smollm2",
+        system="Answer briefly, using only the context.",
+        messages=(
+            Message(
+                role="user",
+                content=[
+                    {"type": "text", "text": CONTEXT * 2},
+                    {"type": "text", "text": "When was invoice 4417 paid, and how?"},
+                ],
+            ),
+        ),
+        max_tokens=48,
+        temperature=1.0,
+        seed=seed,
+    )
+
+
+def bench_prompt_cache(seeds: int) -> None:
+    """One prompt answered once per seed: the prompt cache on vs off (the calibration case).
+
+    Per seed, interleaved so the load of a shared machine hits all three alike: a plain
+    `create_chat_completion` on a reset context (what an uncached call cost before the
+    cache went through public llama-cpp-python API), the client with its cache off (it
+    still saves and reloads each evaluated prompt, so hit and miss sample alike), and the
+    client with its cache on (one miss, then hits).
+    """
+    from tokenlens.models.local import LocalClient, _load, chat_messages
+
+    cached, uncached = LocalClient(), LocalClient(prompt_cache_bytes=0)
+    loaded = _load(cached.model_path, cached.n_ctx, cached.n_threads)
+    totals = {"plain library call": 0.0, "client, cache off": 0.0, "client, cache on": 0.0}
+    texts: dict[str, list[str]] = {name: [] for name in totals}
+    prompt_tokens = 0
+    for seed in range(1, seeds + 1):
+        req = prompt_cache_request(seed)
+        for name, client in (
+            ("plain library call", None),
+            ("client, cache off", uncached),
+            ("client, cache on", cached),
+        ):
+            started = time.perf_counter()
+            if client is None:
+                with loaded.lock:
+                    loaded.llm.reset()
+                    result = loaded.llm.create_chat_completion(
+                        messages=chat_messages(req),
+                        max_tokens=req.max_tokens,
+                        temperature=req.temperature,
+                        seed=seed,
+                    )
+                text = result["choices"][0]["message"]["content"] or ""
+                prompt_tokens = int(result["usage"]["prompt_tokens"])
+            else:
+                try:
+                    text = client.complete(req).text
+                except TruncatedOutputError as exc:
+                    text = exc.completion.text  # type: ignore[union-attr]
+            took = time.perf_counter() - started
+            totals[name] += took
+            texts[name].append(text)
+            print(f"  seed {seed} {name}: {took:.2f} s", flush=True)
+    print(f"prompt cache: one {prompt_tokens}-token prompt answered {seeds}x (seeds 1-{seeds})")
+    for name, total in totals.items():
+        print(f"  {name}: {total:.1f} s")
+    on = totals["client, cache on"]
+    print(
+        f"  speed-up of the cache: {totals['client, cache off'] / on:.2f}x vs cache off, "
+        f"{totals['plain library call'] / on:.2f}x vs the plain library call"
+    )
+    print(
+        f"  cache on: {cached.cache_hits} hits / {cached.cache_misses} misses, "
+        f"{loaded.cache.nbytes / 2**20:.0f} MB held for {len(loaded.cache)} prompt(s)"
+    )
+    same = texts["client, cache off"] == texts["client, cache on"]
+    plain = sum(
+        a == b for a, b in zip(texts["plain library call"], texts["client, cache on"], strict=True)
+    )
+    print(
+        f"  same text per seed, cache on vs off: {'yes' if same else 'NO'}; "
+        f"as the plain library call: {plain}/{seeds} seeds"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--cache-seeds", type=int, default=3)
+    parser.add_argument("--only-prompt-cache", action="store_true")
     args = parser.parse_args()
-    bench_loopback(args.calls)
-    if not args.skip_local:
+    if not args.only_prompt_cache:
+        bench_loopback(args.calls)
+        if args.skip_local:
+            return
         bench_local()
+    bench_prompt_cache(args.cache_seeds)
 
 
 if __name__ == "__main__":

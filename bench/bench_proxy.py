@@ -13,7 +13,11 @@ nothing. On a 2-core machine the client, proxy and upstream compete for CPU, so 
 concurrent the figures measure queueing on 2 cores as much as the proxy.
 
     .venv/bin/python bench/bench_proxy.py [--requests 2000] [--rounds 3] [--policy-arm prune@0.5]
-        [--workers 2]
+        [--workers 2] [--capture | --capture-only]
+
+`--capture` adds rows for `serve --capture` at 100 % sampling: a capture-off and a
+capture-on proxy on the same upstream, requests alternating between them, "added" being
+on minus off (goal: within 0.2 ms at p50). `--capture-only` runs just those rows.
 """
 
 from __future__ import annotations
@@ -350,6 +354,12 @@ def main() -> None:
         "--workers", type=int, default=1, help="run the benched proxies with --workers N"
     )
     parser.add_argument(
+        "--capture", action="store_true", help="also bench capture on (100 %%) vs off"
+    )
+    parser.add_argument(
+        "--capture-only", action="store_true", help="only the capture on vs off rows"
+    )
+    parser.add_argument(
         "--upstream",
         choices=("canned", "fake"),
         default="canned",
@@ -369,6 +379,9 @@ def main() -> None:
     slow, slow_url = start_upstream("canned", args.stream_delay, args.latency)
     processes: list[subprocess.Popen[Any]] = [upstream, slow]
     try:
+        if args.capture_only:
+            bench_capture(upstream_url, args, processes)
+            return
         startups = []
         for _ in range(3):
             process, _, seconds = start_proxy(upstream_url, [])
@@ -436,10 +449,55 @@ def main() -> None:
                     f"p99 {timing['p99']:.2f} ms; reduction {feed['savings']['reduction']:.1%} "
                     f"(the upstream also reads a shorter prompt)"
                 )
+        if args.capture:
+            bench_capture(upstream_url, args, processes)
     finally:
         for process in processes:
             process.terminate()
             process.wait()
+
+
+def bench_capture(upstream_url: str, args: argparse.Namespace, processes: list[Any]) -> None:
+    """Capture on (every Messages request, redacted, written) against capture off."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "captures"
+        off, off_url, _ = start_proxy(upstream_url, [])
+        on, on_url, _ = start_proxy(
+            upstream_url, ["--capture", str(store), "--capture-sample", "1"]
+        )
+        processes += [off, on]
+        for round_ in range(1, args.rounds + 1):
+            print(f"capture round {round_}: capture off vs on (100 % sampled), 1 concurrent")
+            for title, first_byte, requests in (
+                ("plain", False, args.requests),
+                ("stream TTFB", True, args.requests // 2),
+            ):
+                cpu_off, cpu_on = cpu_seconds(off.pid), cpu_seconds(on.pid)
+                via_off, via_on = asyncio.run(
+                    alternate(
+                        off_url, on_url, requests=requests, concurrency=1, first_byte=first_byte
+                    )
+                )
+                relayed = len(via_on) + 20
+                cpu_off = (cpu_seconds(off.pid) - cpu_off) / relayed * 1e6
+                cpu_on = (cpu_seconds(on.pid) - cpu_on) / relayed * 1e6
+                o50, o99, n50, n99 = (
+                    pct(via_off, 50),
+                    pct(via_off, 99),
+                    pct(via_on, 50),
+                    pct(via_on, 99),
+                )
+                print(
+                    f"  {title:<12} n={len(via_on):>4}  off p50 {o50:6.2f} p99 {o99:6.2f}  "
+                    f"on p50 {n50:6.2f} p99 {n99:6.2f}  added p50 {n50 - o50:+6.3f} ms "
+                    f"p99 {n99 - o99:+6.2f} ms  proxy CPU off {cpu_off:4.0f} / on {cpu_on:4.0f} "
+                    "us/req (incl. the writer thread)"
+                )
+            print()
+        on.terminate()  # drains the writer: count what it wrote
+        on.wait()
+        lines = sum(part.read_text().count("\n") for part in store.glob("capture-*.jsonl"))
+        print(f"capture store: {lines} records written (redacted, mode 0600)")
 
 
 if __name__ == "__main__":

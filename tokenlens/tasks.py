@@ -184,3 +184,17 @@ def select_tasks(
             kept_ids.add(task.id)
             per_class[task.task_class] = per_class.get(task.task_class, 0) + 1
     return [task for task in pool if task.id in kept_ids]
+
+
+def write_tasks(tasks: Iterable[CalibrationTask], path: Path) -> int:
+    """Write tasks as the loader reads them (one JSON object per line; defaults omitted),
+    atomically: a half-written task file would fail the strict loader. Returns the count."""
+    lines = [
+        json.dumps(task.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False)
+        for task in tasks
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    partial.replace(path)
+    return len(lines)

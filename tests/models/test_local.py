@@ -182,21 +182,30 @@ def task_request(seed: int, *, question: str = TASK.question) -> CompletionReque
 
 
 def entry(nbytes: int) -> PromptState:
-    return PromptState(llama_state=b"s" * (nbytes - 4), logits=b"lllL")
+    return PromptState(state=None, nbytes=nbytes)  # type: ignore[arg-type]  # size only
 
 
 def test_prompt_cache_is_lru_bounded_by_bytes() -> None:
     cache = PromptStateCache()
-    cache.put((1,), entry(40), max_bytes=100)
-    cache.put((2,), entry(40), max_bytes=100)
-    assert cache.get((1,)) is not None  # (1,) is now the most recently used
-    cache.put((3,), entry(40), max_bytes=100)  # over budget: evicts (2,), the oldest
-    assert cache.get((2,)) is None and cache.get((1,)) and cache.get((3,))
+    cache.put("one", entry(40), max_bytes=100)
+    cache.put("two", entry(40), max_bytes=100)
+    assert cache.get("one") is not None  # "one" is now the most recently used
+    cache.put("three", entry(40), max_bytes=100)  # over budget: evicts "two", the oldest
+    assert cache.get("two") is None and cache.get("one") and cache.get("three")
     assert len(cache) == 2 and cache.nbytes == 80
-    cache.put((4,), entry(101), max_bytes=100)  # larger than the whole budget: not kept
-    assert cache.get((4,)) is None and cache.nbytes == 80
-    cache.put((1,), entry(61), max_bytes=100)  # replacing re-counts: 40 + 61 > 100
-    assert cache.get((3,)) is None and cache.nbytes == 61 and len(cache) == 1
+    cache.put("four", entry(101), max_bytes=100)  # larger than the whole budget: not kept
+    assert cache.get("four") is None and cache.nbytes == 80
+    cache.put("one", entry(61), max_bytes=100)  # replacing re-counts: 40 + 61 > 100
+    assert cache.get("three") is None and cache.nbytes == 61 and len(cache) == 1
+
+
+def test_only_public_llama_cpp_api_is_used() -> None:
+    """No monkey-patching, private fields or raw C calls (issue 19): they break on upgrade."""
+    import tokenlens.models.local as local_module
+
+    source = Path(local_module.__file__).read_text()
+    for private in ("llm._", "._requires_eval", "ctypes", "llama_cpp.llama_", "llm.eval ="):
+        assert private not in source, private
 
 
 def test_a_negative_prompt_cache_bound_is_refused() -> None:
@@ -221,8 +230,16 @@ def test_a_repeated_prompt_is_served_from_the_prompt_cache() -> None:
 def test_same_seed_gives_the_same_text_with_or_without_a_cache_hit() -> None:
     uncached = LocalClient(prompt_cache_bytes=0)
     cached = LocalClient()
-    question = "When was invoice 4417 paid, and how? Answer in one sentence."
-    seeds = (5, 6, 7)
+    # On this prompt llama.cpp's batched and single-token evaluations of the last prompt
+    # token give logits far enough apart that seed 21 samples a different first token
+    # ("In one short" vs "The Lisbon office", found by a search over seeds): a cache whose
+    # misses sample from the batched logits and hits from re-evaluated ones (as
+    # `Llama.set_cache` does) fails here.
+    question = (
+        "How many staff work in the Lisbon office, and when did it open? Answer in one "
+        "short sentence, please, with both numbers."
+    )
+    seeds = (20, 21, 22)
     fresh = {seed: text_of(uncached, task_request(seed, question=question)) for seed in seeds}
     assert uncached.cache_hits == uncached.cache_misses == 0  # the cache was off
     first = {seed: text_of(cached, task_request(seed, question=question)) for seed in seeds}

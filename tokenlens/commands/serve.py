@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run the Anthropic-compatible proxy that applies the policy",
         description="An Anthropic-compatible proxy. Applies the latest published policy per "
         "request, fails open, and can measure and shadow-judge what it does. Prompt bodies "
-        "and keys are never logged or stored.",
+        "and keys are never logged or stored (--capture: a redacted sample, opt-in).",
     )
     parser.add_argument(
         "--policy",
@@ -157,6 +157,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=defaults.DEFAULT_KEEPALIVE_TIMEOUT_S,
         help="seconds an idle client connection is kept open (default %(default)s)",
     )
+    parser.add_argument(
+        "--capture",
+        metavar="STORE",
+        default=None,
+        help="record a redacted sample of requests and answers under this folder or fsspec "
+        "URL, for `tokenlens tasks harvest` (off by default)",
+    )
+    parser.add_argument(
+        "--capture-sample",
+        type=float,
+        default=defaults.DEFAULT_CAPTURE_SAMPLE,
+        help="share of Messages requests captured (default %(default)s)",
+    )
+    parser.add_argument(
+        "--capture-redact",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="extra redaction rules, one regex per line (built-ins: e-mail addresses, "
+        "API-key shapes, long digit runs)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -182,6 +203,8 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             raise TokenLensError(f"--compress: {exc}") from exc
     elif args.rate is not None:
         raise TokenLensError("--rate needs --compress ARM")
+    if args.capture is None and args.capture_redact is not None:
+        raise TokenLensError("--capture-redact needs --capture STORE")
     if not is_loopback(args.host) and not args.allow_remote:
         raise TokenLensError(
             f"--host {args.host} is not a loopback address; the proxy and its dashboard have "
@@ -223,6 +246,10 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             host=args.host,
             port=args.port,
             allow_remote=args.allow_remote,
+            capture_store=args.capture,
+            capture_sample=args.capture_sample,
+            # a Path again: `--workers` hands the arguments to each worker as JSON strings
+            capture_redact=Path(args.capture_redact) if args.capture_redact else None,
         )
     except ValueError as exc:
         raise TokenLensError(f"tokenlens serve: {exc}") from exc
@@ -253,6 +280,12 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)  # loads the policy: PolicyError ends here, before binding
     if settings.judge:
         log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
+    if settings.capture_store is not None:
+        from tokenlens.proxy.capture import CAPTURE_WARNING
+
+        log.warning(
+            CAPTURE_WARNING.format(sample=settings.capture_sample, store=settings.capture_store)
+        )
     if settings.policy_location is not None:
         log.info("policy: %s", settings.policy_location)
     elif settings.override_arm is not None:

@@ -1,4 +1,4 @@
-"""`tokenlens tasks validate PATH`: check a task file before paying for a run on it."""
+"""`tokenlens tasks validate|harvest|import`: check, harvest or import a task file."""
 
 from __future__ import annotations
 
@@ -17,6 +17,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     validate.add_argument("path", nargs="?", type=Path, default=DEFAULT_TASKS_PATH)
     validate.set_defaults(func=run_validate)
+
+    harvest = tasks_sub.add_parser(
+        "harvest",
+        help="turn proxy captures (tokenlens serve --capture) into a task file",
+        description="Captured requests become tasks: question = last user text block, "
+        "context = the rest the ladder may compress, reference = the production model's "
+        "answer to the uncompressed request (tagged reference:model-answer).",
+    )
+    harvest.add_argument(
+        "captures", help="capture folder or fsspec URL (e.g. s3://bucket/captures), or one part"
+    )
+    harvest.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
+    harvest.add_argument("--per-class", type=int, default=None, help="at most N tasks per class")
+    harvest.add_argument(
+        "--min-context", type=int, default=0, help="drop tasks whose context has fewer tokens"
+    )
+    harvest.add_argument("--seed", type=int, default=0, help="seed of the per-class draw")
+    harvest.set_defaults(func=run_harvest)
+
+    imp = tasks_sub.add_parser(
+        "import",
+        help="turn a JSONL/CSV/Parquet file you already have into a task file",
+        description="Columns named like task fields are taken as they are; --map names the "
+        "others. Strict: every bad row is reported with its line/row and field.",
+    )
+    imp.add_argument("file", type=Path, help="JSONL, CSV or Parquet file")
+    imp.add_argument(
+        "--map",
+        default=None,
+        help="FIELD=COLUMN,... e.g. question=prompt,context=document,reference=answer",
+    )
+    imp.add_argument("--task-class", default=None, help="class of rows that have none")
+    imp.add_argument("--format", choices=("jsonl", "csv", "parquet"), default=None)
+    imp.add_argument("--out", type=Path, required=True, help="task file to write (JSONL)")
+    imp.set_defaults(func=run_import)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -39,4 +74,40 @@ def run_validate(args: argparse.Namespace) -> int:
     absent = [c for c in KNOWN_CLASSES if c not in sizes]
     if absent:
         print(f"note: no tasks for {', '.join(absent)}")
+    return 0
+
+
+def run_harvest(args: argparse.Namespace) -> int:
+    from tokenlens.errors import TaskFileError
+    from tokenlens.harvest import DROP_REASONS, harvest
+    from tokenlens.tasks import write_tasks
+
+    if args.per_class is not None and args.per_class < 1:
+        raise TaskFileError("--per-class must be >= 1")
+    tasks, report = harvest(
+        args.captures, per_class=args.per_class, min_context=args.min_context, seed=args.seed
+    )
+    print(f"{args.captures}: {report.requests} captured requests, {report.replays} replay answers")
+    for reason, count in sorted(report.dropped.items()):
+        if count:
+            print(f"dropped {count:>5}  {reason}: {DROP_REASONS[reason]}")
+    if not tasks:
+        raise TaskFileError(f"{args.captures}: no task survived; nothing written")
+    write_tasks(tasks, args.out)
+    load_tasks(args.out)  # what we write must pass the strict loader
+    kept = ", ".join(f"{name} {count}" for name, count in sorted(report.kept.items()))
+    print(f"wrote {len(tasks)} tasks to {args.out} ({kept})")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from tokenlens.importer import import_tasks, parse_mapping
+    from tokenlens.tasks import write_tasks
+
+    tasks = import_tasks(
+        args.file, parse_mapping(args.map), task_class=args.task_class, fmt=args.format
+    )
+    write_tasks(tasks, args.out)
+    load_tasks(args.out)
+    print(f"wrote {len(tasks)} tasks to {args.out}")
     return 0

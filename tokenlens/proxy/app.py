@@ -26,12 +26,14 @@ from starlette.types import Receive, Scope, Send
 from tokenlens.proxy.accesslog import AccessLog
 from tokenlens.proxy.apply import Compressor, default_compressor, warm_up
 from tokenlens.proxy.background import BackgroundWork
+from tokenlens.proxy.capture import Capture
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
 from tokenlens.proxy.fleet import fleet_feed
 from tokenlens.proxy.handler import Handler, ProxyState
 from tokenlens.proxy.metrics import CONTENT_TYPE, ProxyMetrics, multiprocess_dir
 from tokenlens.proxy.observe import Observer
 from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.redact import Redactor, load_rules
 from tokenlens.proxy.relay import error_response
 from tokenlens.proxy.server import header_problem
 from tokenlens.proxy.settings import ProxySettings
@@ -99,6 +101,7 @@ def create_app(
     if store is not None:
         store.on_change(lambda _policy: stats.reset_quality())
         _watch_policy(store, metrics)
+    capture = _capture(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -135,6 +138,10 @@ def create_app(
             await anyio.to_thread.run_sync(warm_up, state.compressor)
         app.state.proxy = state
         app.state.handler = Handler(state)
+        if capture is not None:
+            capture.start()
+            if shadow is not None:
+                shadow.on_replay = capture.replay_answer
         poller = asyncio.get_running_loop().create_task(
             _poll(store, settings.reload_interval_s, lambda: metrics.sync(stats))
         )
@@ -149,6 +156,8 @@ def create_app(
             metrics.close()
             if access_log is not None:
                 access_log.close()
+            if capture is not None:
+                await anyio.to_thread.run_sync(capture.close)
 
     def current_feed(state: ProxyState) -> dict[str, Any]:
         data = build_feed(state)
@@ -177,7 +186,17 @@ def create_app(
         Route("/tokenlens/feed.json", feed, methods=["GET"]),
         Route(METRICS_PATH, metrics_page, methods=["GET"]),
     ]
-    return ProxyApp(routes=routes, lifespan=lifespan)
+    app = ProxyApp(routes=routes, lifespan=lifespan)
+    app.state.capture = capture
+    return app
+
+
+def _capture(settings: ProxySettings) -> Capture | None:
+    """The traffic capture when `--capture` is given (bad redaction rules fail here)."""
+    if settings.capture_store is None:
+        return None
+    rules = load_rules(settings.capture_redact) if settings.capture_redact else []
+    return Capture(settings.capture_store, sample=settings.capture_sample, redactor=Redactor(rules))
 
 
 class ProxyApp(Starlette):
@@ -203,7 +222,11 @@ class ProxyApp(Starlette):
         )
         if scope["type"] == "http" and not ours:
             handler: Handler = self.state.handler
-            await handler.asgi(scope, receive, send)
+            capture: Capture | None = self.state.capture
+            if capture is not None:  # opt-in: tees a sample of Messages requests
+                await capture.serve(handler.asgi, scope, receive, send)
+            else:
+                await handler.asgi(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 

@@ -34,6 +34,7 @@ from tokenlens.compress.arms import Arm
 from tokenlens.proxy import relay
 from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
 from tokenlens.proxy.background import BackgroundWork
+from tokenlens.proxy.capture import DECISION_KEY
 from tokenlens.proxy.classify import CLASS_HEADER, classify
 from tokenlens.proxy.metrics import ProxyMetrics
 from tokenlens.proxy.observe import Observation, Observer
@@ -256,6 +257,7 @@ class Handler:
         shipped = policy.classifier if policy is not None else None
         found = classify(parsed, request.headers.get(CLASS_HEADER), known, shipped)
         task_class = found.task_class
+        request.scope[DECISION_KEY] = found  # for the capture, when on
         class_stats = stats.for_class(task_class)
         choice = choose_arm(
             policy,

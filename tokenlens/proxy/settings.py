@@ -43,6 +43,8 @@ DEFAULT_KEEPALIVE_TIMEOUT_S = 5
 DEFAULT_BACKGROUND_LIMIT = 8
 #: `--policy` values read as URLs rather than paths (see tokenlens.proxy.policy_source).
 POLICY_URL_SCHEMES = ("http://", "https://", "s3://")
+#: `--capture`: share of Messages requests recorded for `tokenlens tasks harvest`.
+DEFAULT_CAPTURE_SAMPLE = 0.02
 #: The gentlest rung: what a class may still get when its policy allows no more.
 FLOOR_ARM = Arm("safe")
 
@@ -82,10 +84,16 @@ class ProxySettings:
     #: `--access-log`: a file path, `-` for standard output, None for off.
     access_log: str | None = None
     workers: int = 1
+    #: `--capture STORE`: record a redacted sample of traffic (`tokenlens.proxy.capture`).
+    capture_store: str | None = None
+    capture_sample: float = DEFAULT_CAPTURE_SAMPLE
+    capture_redact: Path | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.judge_sample <= 1.0:
             raise ValueError(f"judge_sample must be within [0, 1], got {self.judge_sample}")
+        if not 0.0 <= self.capture_sample <= 1.0:
+            raise ValueError(f"capture_sample must be within [0, 1], got {self.capture_sample}")
         if self.max_body_bytes < 0:
             raise ValueError(f"max_body_bytes must be >= 0, got {self.max_body_bytes}")
         if self.compress_budget_ms <= 0:

@@ -100,6 +100,9 @@ class ShadowJudge:
         self._sample = sample
         self._min_pairs = min_pairs
         self._rng = random.Random(seed)
+        #: Called with (original body, its uncompressed answer) after each replay: the
+        #: capture keeps that answer as a reference (`tokenlens.proxy.capture`).
+        self.on_replay: Callable[[dict[str, Any], str], None] | None = None
 
     def should_sample(self) -> bool:
         return self._sample > 0 and self._rng.random() < self._sample
@@ -137,6 +140,8 @@ class ShadowJudge:
         stats = self._stats.for_class(task_class)
         try:
             clear_answer = await self.replay(original_body, headers)
+            if self.on_replay is not None:
+                self.on_replay(original_body, clear_answer)
             judge = self._factory(headers)
             grade = await anyio.to_thread.run_sync(
                 partial(
