@@ -102,7 +102,7 @@ def test_poor_agreement_goes_into_the_policy_reason(run_copy: LoopbackRun) -> No
     from tokenlens.policy import load_policy
     from tokenlens.review import with_review_flags
 
-    policy = load_policy(run_copy.config.reports / "policy" / f"{run_copy.run_id}.json")
+    policy = load_policy(run_copy.config.reports / "runs" / run_copy.run_id / "policy.json")
     sentence = "people disagree with the judge on this class (alpha 0.10)"
     flagged = with_review_flags(policy, {"extraction": sentence})
     assert flagged.classes["extraction"].reason == (
@@ -130,7 +130,7 @@ def test_summary_writes_poor_agreement_into_the_runs_policy(
         clear, comp = 100 - int(row["grade_clear"]), 100 - int(row["grade_comp"])
         a, b = (comp, clear) if case.clear_is_b else (clear, comp)
         review.store.record(review.sample, "contrarian", case.case_id, a, b)
-    path = run_copy.config.reports / "policy" / f"{run_copy.run_id}.json"
+    path = run_copy.config.reports / "runs" / run_copy.run_id / "policy.json"
     before = load_policy(path)
     args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
     for _ in range(2):  # idempotent: the note is written once

@@ -97,12 +97,15 @@ def flag_policy(reports: Path, run_id: str, figures: object) -> list[Path]:
     assert isinstance(figures, ReviewFigures)
     flags = poor_agreement(figures)
     written: list[Path] = []
-    folder = reports / "policy"
-    for path in (folder / f"{run_id}.json", folder / "latest.json"):
+    candidates = [
+        *sorted((reports / "policy").glob("*.json")),
+        reports / "runs" / run_id / "policy.json",
+    ]
+    for path in candidates:
         if not flags or not path.exists():
             continue
         policy = load_policy(path)
-        if policy.calibration_id != run_id:
+        if (policy.run_id or policy.calibration_id) != run_id:
             continue
         fresh = {
             name: note

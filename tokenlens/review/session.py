@@ -17,14 +17,17 @@ DEFAULT_TOLERANCE = 0.95
 
 
 def resolve_run(run: str | None, reports: Path) -> tuple[str, float | None]:
-    """The calibration id (default: the latest policy's) and its tolerance when known."""
+    """The run to review (default: the latest policy's run) and its tolerance when known.
+
+    `run` may be a run id or a calibration id (its published policy names its newest run).
+    """
     from tokenlens.policy import load_policy
 
     folder = reports / "policy"
     path = folder / "latest.json" if run is None else folder / f"{run}.json"
     if path.exists():
         policy = load_policy(path)
-        return policy.calibration_id, policy.tolerance
+        return policy.run_id or policy.calibration_id, policy.tolerance
     if run is None:
         raise ReviewError(f"{path}: no published policy; name the calibration id to review")
     return run, None
