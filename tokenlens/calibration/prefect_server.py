@@ -99,9 +99,21 @@ def prefect_api(timeout_s: float | None = None) -> Iterator[str | None]:
     process, url = start_server(wait)
     try:
         with temporary_settings(updates={PREFECT_API_URL: url}):
-            yield url
+            try:
+                yield url
+            finally:
+                _flush_api_logs()
     finally:
         stop_server(process)
+
+
+def _flush_api_logs() -> None:
+    """Send the run's queued log records while the server is still up (Prefect ships them
+    in the background; after the server stops they end in "Error logging to API")."""
+    from prefect.logging.handlers import APILogHandler
+
+    with contextlib.suppress(Exception):  # a log that cannot be sent must not fail the run
+        APILogHandler().flush()
 
 
 def process_alive(pid: int) -> bool:
