@@ -152,10 +152,12 @@ class JournalStore:
         return sorted(self.root.glob(f"{_JOURNAL_PREFIX}*{_JOURNAL_SUFFIX}"))
 
     def load(self) -> Iterator[CallRecord]:
-        if self._table.exists():
-            yield from _read_table(self._table)
+        # Journals before the table: a journal that vanishes meanwhile was compacted into
+        # a table written before its removal, which is the one read next.
         for journal in self._journals():
             yield from _read_journal(journal)
+        if self._table.exists():
+            yield from _read_table(self._table)
 
     def lookup(self, key: str) -> list[CallRecord]:
         return []
@@ -179,15 +181,17 @@ class JournalStore:
             if self._table.exists():
                 merged.update((r.key, r) for r in _read_table(self._table))
             journals = self._journals()
+            # Decided before reading: a journal whose owner is gone can no longer grow,
+            # while a live owner may append after we read (then exit before we check).
+            done = [j for j in journals if j == self._journal or not _owner_alive(j)]
             for journal in journals:
                 for record in _read_journal(journal):
                     merged.setdefault(record.key, record)
             for key, record in known.items():
                 merged.setdefault(key, record)
             self._table.write_bytes(table_bytes(merged.values()))
-            for journal in journals:
-                if journal == self._journal or not _owner_alive(journal):
-                    journal.unlink(missing_ok=True)
+            for journal in done:
+                journal.unlink(missing_ok=True)
         return merged
 
 
