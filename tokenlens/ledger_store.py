@@ -263,7 +263,7 @@ class ObjectStore:
         return self.calls.child(f"{key}.json")
 
     def load(self) -> list[CallRecord]:
-        records = [_decode(loc, raw) for loc, raw in self._read(self.calls.list(".json"))]
+        records = [_decode(loc, raw) for loc, raw in self._read(self.calls.files(".json"))]
         return self._new_segment_records() + records
 
     def lookup(self, key: str) -> list[CallRecord]:
@@ -290,8 +290,8 @@ class ObjectStore:
         return record
 
     def compact(self, known: dict[str, CallRecord]) -> dict[str, CallRecord]:
-        segments = self.segments.list(".parquet")
-        calls = self.calls.list(".json")
+        segments = self.segments.files(".parquet")
+        calls = self.calls.files(".json")
         merged: dict[str, CallRecord] = {}
         read_segments = []
         for loc, raw in self._read(segments):
@@ -315,8 +315,8 @@ class ObjectStore:
         if not fresh.create(table_bytes(merged.values())):
             raise LedgerError(f"{fresh.url}: segment name already taken")
         # Only now, with every record read safely in `fresh`, remove what it replaces.
-        for loc in read_calls + read_segments:
-            loc.remove()
+        self.calls.remove_many(read_calls)
+        self.segments.remove_many(read_segments)
         with self._lock:
             self._seen = {fresh.path}
         return merged
@@ -324,7 +324,7 @@ class ObjectStore:
     def _new_segment_records(self) -> list[CallRecord]:
         """Records of segments this instance has not read yet (relisting if one vanished)."""
         for _ in range(_SEGMENT_RETRIES):
-            listed = self.segments.list(".parquet")
+            listed = self.segments.files(".parquet")
             with self._lock:
                 unseen = [loc for loc in listed if loc.path not in self._seen]
             contents = dict(self._read(unseen))

@@ -22,6 +22,7 @@ safety on the object store comes from conditional creates and immutable objects.
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import uuid
@@ -111,7 +112,7 @@ class Location:
             out[path] = value
         return out
 
-    def list(self, suffix: str = "") -> list[Location]:
+    def files(self, suffix: str = "") -> list[Location]:
         """Files directly under this folder whose name ends with `suffix`, sorted; [] if none.
 
         Always a fresh listing (S3 LIST is strongly consistent; no listing cache is kept).
@@ -182,12 +183,28 @@ class Location:
         except OSError as exc:
             raise StorageError(f"{self.url}: cannot remove ({exc})") from exc
 
+    def remove_many(self, locations: list[Location]) -> None:
+        """Delete many objects of this filesystem (S3: batched DeleteObjects); gone is fine."""
+        if self.local or not locations:
+            for loc in locations:
+                loc.remove()
+            return
+        try:
+            self.fs.rm([loc.path for loc in locations])
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(
+                f"{self.url}: cannot remove {len(locations)} objects ({exc})"
+            ) from exc
+
     def _local_temp(self, data: bytes) -> str:
         """A fsync'd temp file next to the target (same filesystem, so rename/link work)."""
         parent = os.path.dirname(self.path)
         os.makedirs(parent, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{self.name}.", suffix=".tmp")
         try:
+            os.fchmod(fd, _new_file_mode())  # mkstemp's 0600 would hide it from other users
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
@@ -196,6 +213,24 @@ class Location:
             Path(tmp).unlink(missing_ok=True)
             raise
         return tmp
+
+
+def _new_file_mode() -> int:
+    """The mode a plain `open()` would give a new file (0644 under the usual 022 umask).
+
+    Mirrors `tokenlens.policy.new_file_mode` on the branch that introduced it; the process
+    umask is read from /proc where possible, so no other thread sees it changed.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return 0o666 & ~current
 
 
 def _strip_protocol(name: str, protocol: str) -> str:
@@ -222,6 +257,11 @@ def location(where: str | Path | Location) -> Location:
     if protocol in ("s3", "s3a"):
         # A stale listing cache would hide objects other workers just wrote.
         options["use_listings_cache"] = False
+        # botocore reads the endpoint itself; passing it too keys fsspec's instance cache
+        # on it, so a changed endpoint never reuses a client bound to the old one.
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            options["endpoint_url"] = endpoint
     try:
         import fsspec.core
 
@@ -240,3 +280,24 @@ def location(where: str | Path | Location) -> Location:
 def unique_name(prefix: str, suffix: str) -> str:
     """A name no other writer will pick (for immutable objects: segments, duplicates)."""
     return f"{prefix}{os.getpid()}-{uuid.uuid4().hex}{suffix}"
+
+
+def write_parquet(table: Any, where: Location) -> None:
+    """Write an Arrow table as one Parquet object, all at once (`Location.write_bytes`)."""
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    where.write_bytes(buffer.getvalue())
+
+
+def read_parquet(where: Location) -> Any:
+    """An Arrow table read from one Parquet object; FileNotFoundError when absent."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = where.read_bytes()
+    try:
+        return pq.read_table(pa.BufferReader(raw))
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"{where.url}: not a readable Parquet table ({exc})") from exc
