@@ -257,6 +257,9 @@ def location(where: str | Path | Location) -> Location:
     if protocol in ("s3", "s3a"):
         # A stale listing cache would hide objects other workers just wrote.
         options["use_listings_cache"] = False
+        # Our objects are small: without this, every read first HEADs the object to decide
+        # on a ranged concurrent download (two round trips, and a LIST when it is absent).
+        options["max_concurrency"] = 1
         # botocore reads the endpoint itself; passing it too keys fsspec's instance cache
         # on it, so a changed endpoint never reuses a client bound to the old one.
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
