@@ -96,7 +96,8 @@ def bench_workers(root_for: Callable[[], str], calls: int, threads: int, delay: 
         for process in processes:
             process.join()
         walls[workers] = time.perf_counter() - start
-        assert all(key_for(i) in Ledger(root) for i in range(calls))
+        ledger = Ledger(root)
+        assert all(key_for(i) in ledger for i in range(calls))
         print(
             f"  {workers} process(es) x {threads} threads: {walls[workers]:6.2f} s wall "
             f"(incl. ~1-2 s process start), {calls / walls[workers]:6.1f} calls/s"
