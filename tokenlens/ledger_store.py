@@ -309,8 +309,13 @@ class ObjectStore:
                 # Re-created after an earlier compaction by a worker that raced it.
                 self.duplicates.child(unique_name(f"{record.key}-", ".json")).create(raw)
             read_calls.append(loc)
-        for key, record in known.items():
-            merged.setdefault(key, record)
+        missing = [record for key, record in known.items() if key not in merged]
+        if not read_calls and len(read_segments) == 1 and not missing:
+            with self._lock:
+                self._seen.add(read_segments[0].path)
+            return merged  # already one segment holding everything: nothing to rewrite
+        for record in missing:
+            merged[record.key] = record
         fresh = self.segments.child(unique_name("calls-", ".parquet"))
         if not fresh.create(table_bytes(merged.values())):
             raise LedgerError(f"{fresh.url}: segment name already taken")
