@@ -119,6 +119,12 @@ class Ledger:
                 record = self._records.get(key)
         return record.completion if record else None
 
+    def peek(self, key: str) -> Completion | None:
+        """The answer this instance already knows, with no storage I/O (for estimates)."""
+        with self._lock:
+            record = self._records.get(key)
+        return record.completion if record else None
+
     def __contains__(self, key: object) -> bool:
         """Whether `key` is in this instance's view (no storage I/O; `get` looks again)."""
         with self._lock:

@@ -96,6 +96,7 @@ def test_a_call_recorded_elsewhere_is_seen_before_paying(s3_root: str) -> None:
     compacted_view = Ledger(s3_root)
     early.complete(request_for(1))
     early.complete(request_for(2))
+    assert late_view.peek(key_for(1)) is None  # no storage I/O: the view as opened
     late = LedgerClient(FakeClient("late"), late_view)
     assert late.complete(request_for(1)).text == "early answered question 1"
     Ledger(s3_root).compact()  # call objects now gone, their records in a segment
