@@ -1,11 +1,14 @@
 """The call ledger: every paid model call, stored the moment it returns, never paid twice.
 
-Why a journal and not Prefect's result cache: a calibration can be killed at any point
-(SIGKILL, a laptop lid, a max-spend stop) and the money already spent must survive. Each
-completed call is appended to a per-process JSONL journal and fsync'd before the caller
-sees the answer, so a kill loses at most the calls still in flight. At stage end the
-journals are compacted into one Parquet table (``calls.parquet``, schema
-`tokenlens.tables.CALLS`) and removed. A rerun reads both and only makes missing calls.
+Why a durable ledger and not Prefect's result cache: a calibration can be killed at any
+point (SIGKILL, a laptop lid, a max-spend stop) and the money already spent must survive.
+Each completed call is stored durably before the caller sees the answer, so a kill loses
+at most the calls still in flight. At stage end pending records are compacted into
+Parquet (schema `tokenlens.tables.CALLS`). A rerun reads everything and only makes
+missing calls. Where and how records are stored is `tokenlens.ledger_store`'s job: a
+local folder (per-process fsync'd JSONL journals, the default) or an object store URL
+such as ``s3://bucket/prefix/ledger`` (one conditionally created object per call), safe
+with many workers writing at once.
 
 A call is keyed by a content hash of everything that determines it (`call_key`): the
 client's name, the full request (model, messages, system, max tokens, temperature, seed,
@@ -16,42 +19,44 @@ sample index enter through the request's seed, so repeats never collapse into on
 ledger exists. It deduplicates concurrent requests for one key, and consults a
 `SpendMeter` before every new call.
 
-This module imports pyarrow only inside `compact` / `load`, and nothing from prefect.
+This module and `tokenlens.ledger_store` import pyarrow only when reading or writing
+Parquet, and nothing from prefect.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import json
 import logging
-import os
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from tokenlens.errors import SpendLimitReached, TokenLensError
-from tokenlens.models.base import Completion, CompletionRequest, ModelClient, Usage
+from tokenlens.errors import SpendLimitReached
+from tokenlens.ledger_store import CALLS_FILE, CallRecord, LedgerError, canonical, open_store
+from tokenlens.models.base import Completion, CompletionRequest, ModelClient
 from tokenlens.models.retry import TruncatedOutputError
+from tokenlens.storage import Location, location
+
+__all__ = [
+    "CALLS_FILE",
+    "CallRecord",
+    "Ledger",
+    "LedgerClient",
+    "LedgerError",
+    "SpendMeter",
+    "call_key",
+]
 
 log = logging.getLogger(__name__)
 
 #: Bump when the key recipe changes (old entries then simply stop matching).
 KEY_VERSION = 1
-CALLS_FILE = "calls.parquet"
-_JOURNAL_GLOB = "journal-*.jsonl"
 
 CallKind = Literal["answer", "judge"]
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def call_key(client_name: str, request: CompletionRequest, *, salt: str = "") -> str:
@@ -66,86 +71,62 @@ def call_key(client_name: str, request: CompletionRequest, *, salt: str = "") ->
         "request": request.model_dump(mode="json"),
         "salt": salt,
     }
-    return hashlib.sha256(_canonical(material).encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One completed call as the ledger stores it."""
-
-    key: str
-    kind: str
-    client: str
-    salt: str
-    request: CompletionRequest
-    completion: Completion
-    created: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "kind": self.kind,
-            "client": self.client,
-            "salt": self.salt,
-            "request": self.request.model_dump(mode="json"),
-            "completion": self.completion.model_dump(mode="json"),
-            "created": self.created,
-        }
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> CallRecord:
-        return cls(
-            key=raw["key"],
-            kind=raw["kind"],
-            client=raw["client"],
-            salt=raw.get("salt", ""),
-            request=CompletionRequest.model_validate(raw["request"]),
-            completion=Completion.model_validate(raw["completion"]),
-            created=raw["created"],
-        )
-
-
-class LedgerError(TokenLensError):
-    """The ledger's files cannot be read or written."""
+    return hashlib.sha256(canonical(material).encode("utf-8")).hexdigest()
 
 
 class Ledger:
-    """The append-only store of completed calls under one directory.
+    """The store of completed calls under one location: a folder or a store URL.
 
-    Thread-safe: one lock guards the journal handle and the in-memory index. Several
-    processes may share a directory; each writes its own journal, and compaction holds an
-    exclusive file lock and only removes journals of processes that are gone.
+    Thread-safe: one lock guards the in-memory index (storage I/O happens outside it).
+    Several processes, on one machine or many, may share a location; see
+    `tokenlens.ledger_store` for what each layout guarantees.
+
+    Args:
+        root: a local folder (created if missing) or an fsspec URL such as
+            ``s3://bucket/prefix/ledger``.
     """
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: str | Path | Location):
+        self.location = location(root)
+        self.root = self.location.url
+        self._store = open_store(self.location)
         self._lock = threading.Lock()
         self._records: dict[str, CallRecord] = {}
-        self._journal_path = self.root / f"journal-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
-        self.written = 0  # calls appended by this instance
-        self._load()
+        self.written = 0  # calls stored by this instance
+        for record in self._store.load():
+            self._records.setdefault(record.key, record)
 
     # -- reading -----------------------------------------------------------------
 
     @property
-    def calls_path(self) -> Path:
-        return self.root / CALLS_FILE
-
-    def _load(self) -> None:
-        if self.calls_path.exists():
-            for record in _read_parquet(self.calls_path):
-                self._records[record.key] = record
-        for journal in sorted(self.root.glob(_JOURNAL_GLOB)):
-            for record in _read_journal(journal):
-                self._records.setdefault(record.key, record)
+    def calls_path(self) -> str:
+        """Where the compacted table lives (a Parquet file, or a folder of segments)."""
+        return self._store.where
 
     def get(self, key: str) -> Completion | None:
+        """The stored answer of `key`, looking in the shared store again on a miss.
+
+        The second look is what keeps workers on one object store from paying for a call
+        another worker recorded after this ledger was opened.
+        """
+        with self._lock:
+            record = self._records.get(key)
+        if record is None:
+            found = list(self._store.lookup(key))
+            with self._lock:
+                for other in found:
+                    self._records.setdefault(other.key, other)
+                record = self._records.get(key)
+        return record.completion if record else None
+
+    def peek(self, key: str) -> Completion | None:
+        """The answer this instance already knows, with no storage I/O (for estimates)."""
         with self._lock:
             record = self._records.get(key)
         return record.completion if record else None
 
     def __contains__(self, key: object) -> bool:
+        """Whether `key` is in this instance's view (no storage I/O; `get` looks again)."""
         with self._lock:
             return key in self._records
 
@@ -168,8 +149,17 @@ class Ledger:
         request: CompletionRequest,
         completion: Completion,
         salt: str = "",
-    ) -> None:
-        """Append one completed call and fsync it before returning."""
+    ) -> Completion:
+        """Store one completed call durably before returning; returns the answer to use.
+
+        That is `completion` itself, unless the key was already stored (by this process or,
+        in a race, by another worker): then the stored answer, so every user of a key sees
+        one answer.
+        """
+        with self._lock:
+            known = self._records.get(key)
+        if known is not None:
+            return known.completion
         record = CallRecord(
             key=key,
             kind=kind,
@@ -179,157 +169,26 @@ class Ledger:
             completion=completion,
             created=datetime.now(UTC).isoformat(),
         )
-        line = _canonical(record.to_json()) + "\n"
+        stored = self._store.append(record)
         with self._lock:
-            if key in self._records:
-                return
-            try:
-                # Opened per call (no handle outlives the write), appended, fsync'd.
-                with open(self._journal_path, "a", encoding="utf-8") as journal:
-                    journal.write(line)
-                    journal.flush()
-                    os.fsync(journal.fileno())
-            except OSError as exc:
-                raise LedgerError(f"{self._journal_path}: cannot append call ({exc})") from exc
-            self._records[key] = record
-            self.written += 1
+            kept = self._records.setdefault(key, stored)
+            if kept is record:
+                self.written += 1
+        return kept.completion
 
-    def compact(self) -> Path:
-        """Fold every journal into ``calls.parquet`` (atomically) and remove merged journals.
+    def compact(self) -> str:
+        """Fold pending records into the compacted table; returns where that table is.
 
-        Journals of other live processes are merged but kept (their owner is still
-        appending); duplicates are harmless because records are keyed.
+        Safe while other processes or workers keep writing: a record stored concurrently
+        is either in the new table or still pending, never lost.
         """
-        with _file_lock(self.root / "ledger.lock"), self._lock:
-            merged: dict[str, CallRecord] = {}
-            if self.calls_path.exists():
-                merged.update((r.key, r) for r in _read_parquet(self.calls_path))
-            journals = sorted(self.root.glob(_JOURNAL_GLOB))
-            for journal in journals:
-                for record in _read_journal(journal):
-                    merged.setdefault(record.key, record)
-            for key, record in self._records.items():
-                merged.setdefault(key, record)
-            _write_parquet(self.calls_path, list(merged.values()))
-            for journal in journals:
-                if journal == self._journal_path or not _owner_alive(journal):
-                    journal.unlink(missing_ok=True)
-            self._records = merged
-        return self.calls_path
-
-
-def _owner_alive(journal: Path) -> bool:
-    """Whether the process that owns a journal (pid in its name) still runs here."""
-    try:
-        pid = int(journal.name.split("-")[1])
-    except (IndexError, ValueError):
-        return False
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a", encoding="utf-8") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _read_journal(path: Path) -> Iterator[CallRecord]:
-    """Records of a journal; a torn last line (a kill mid-write) is skipped, not fatal."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise LedgerError(f"{path}: cannot read journal ({exc})") from exc
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield CallRecord.from_json(json.loads(line))
-        except (ValueError, KeyError) as exc:
-            if lineno == len(lines):
-                log.warning("%s:%d: skipping torn last line (%s)", path, lineno, exc)
-                continue
-            raise LedgerError(f"{path}:{lineno}: corrupt journal line ({exc})") from exc
-
-
-def _read_parquet(path: Path) -> Iterator[CallRecord]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:
-        raise LedgerError(f"{path}: cannot read call table ({exc})") from exc
-    for row in table.to_pylist():
-        usage = Usage(
-            input_tokens=row["input_tokens"] or 0,
-            output_tokens=row["output_tokens"] or 0,
-            cache_read_tokens=row["cache_read_tokens"] or 0,
-            cache_write_tokens=row["cache_write_tokens"] or 0,
-        )
-        completion = Completion(
-            text=row["text"],
-            parsed=json.loads(row["parsed_json"]) if row["parsed_json"] else None,
-            usage=usage,
-            model=row["response_model"],
-            stop_reason=row["stop_reason"],
-            latency_s=row["latency_s"] or 0.0,
-            cost_usd=row["cost_usd"],
-            backend=row["backend"] or "",
-        )
-        yield CallRecord(
-            key=row["key"],
-            kind=row["kind"],
-            client=row["client"],
-            salt=row["salt"] or "",
-            request=CompletionRequest.model_validate_json(row["request_json"]),
-            completion=completion,
-            created=row["created"],
-        )
-
-
-def _write_parquet(path: Path, records: list[CallRecord]) -> None:
-    import pyarrow as pa
-
-    from tokenlens.calibration.store import write_parquet_atomic
-    from tokenlens.tables import CALLS
-
-    rows = [
-        {
-            "key": r.key,
-            "kind": r.kind,
-            "client": r.client,
-            "salt": r.salt,
-            "model": r.request.model,
-            "request_json": r.request.model_dump_json(),
-            "text": r.completion.text,
-            "parsed_json": _canonical(r.completion.parsed)
-            if r.completion.parsed is not None
-            else None,
-            "response_model": r.completion.model,
-            "stop_reason": r.completion.stop_reason,
-            "input_tokens": r.completion.usage.input_tokens,
-            "output_tokens": r.completion.usage.output_tokens,
-            "cache_read_tokens": r.completion.usage.cache_read_tokens,
-            "cache_write_tokens": r.completion.usage.cache_write_tokens,
-            "cost_usd": r.completion.cost_usd,
-            "latency_s": r.completion.latency_s,
-            "backend": r.completion.backend,
-            "created": r.created,
-        }
-        for r in sorted(records, key=lambda rec: (rec.created, rec.key))
-    ]
-    write_parquet_atomic(pa.Table.from_pylist(rows, schema=CALLS), path)
+        with self._lock:
+            known = dict(self._records)
+        merged = self._store.compact(known)
+        with self._lock:
+            for key, record in merged.items():
+                self._records.setdefault(key, record)
+        return self._store.where
 
 
 def _replay(completion: Completion, request: CompletionRequest) -> Completion:
@@ -478,16 +337,18 @@ class LedgerClient:
         except Exception:
             self.stats.bump("failed")
             raise
-        self._store(key, request, completion)
-        return completion
+        return self._store(key, request, completion)
 
     def record(self, request: CompletionRequest, completion: Completion) -> None:
         """Store a completion obtained another way (e.g. from a message batch)."""
         self._store(self.key(request), request, completion)
 
-    def _store(self, key: str, request: CompletionRequest, completion: Completion) -> None:
-        """Journal a paid call durably, count its spend, and tell the progress listener."""
-        self.ledger.put(
+    def _store(self, key: str, request: CompletionRequest, completion: Completion) -> Completion:
+        """Store a paid call durably, count its spend, tell the progress listener.
+
+        Returns the answer to use: the stored one, if another worker won the key.
+        """
+        used = self.ledger.put(
             key,
             kind=self.kind,
             client=self.name,
@@ -495,9 +356,10 @@ class LedgerClient:
             completion=completion,
             salt=self.salt,
         )
-        self.spend.add(completion)
+        self.spend.add(completion)  # paid, whichever answer is used
         self.stats.bump("new")
-        self._notify(False, completion)
+        self._notify(False, used)
+        return used
 
     def _notify(self, cached: bool, completion: Completion) -> None:
         if self.on_call is not None:

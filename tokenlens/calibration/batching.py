@@ -11,27 +11,31 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from tokenlens.ledger import LedgerClient
 from tokenlens.models.base import Completion, CompletionRequest
-from tokenlens.policy import atomic_write_text
+from tokenlens.storage import Location
 
 log = logging.getLogger(__name__)
 
 PENDING_FILE = "pending-batches.json"
 
 
-def _pending_path(client: LedgerClient) -> Path:
-    return client.ledger.root / PENDING_FILE
+def _pending_path(client: LedgerClient) -> Location:
+    return client.ledger.location.child(PENDING_FILE)
 
 
-def _read_pending(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
+def _read_pending(path: Location) -> dict[str, dict[str, Any]]:
+    try:
+        data: dict[str, dict[str, Any]] = json.loads(path.read_bytes())
+    except FileNotFoundError:
         return {}
-    data: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+def _write_pending(path: Location, pending: dict[str, dict[str, Any]]) -> None:
+    path.write_bytes(json.dumps(pending).encode("utf-8"))
 
 
 def complete_in_batch(client: LedgerClient, requests: list[CompletionRequest], **poll: Any) -> int:
@@ -55,17 +59,17 @@ def complete_in_batch(client: LedgerClient, requests: list[CompletionRequest], *
         wait_for_batch(inner, batch_id, **poll)
         stored += _store(client, collect_batch(inner, batch_id, items), items)
         del pending[batch_id]
-        atomic_write_text(path, json.dumps(pending))
+        _write_pending(path, pending)
     missing = {client.key(r)[:64]: r for r in requests if client.cached(r) is None}
     if not missing or client.spend.exhausted:
         return stored
     batch_id = submit_batch(inner, list(missing.items()))
     pending[batch_id] = {cid: r.model_dump(mode="json") for cid, r in missing.items()}
-    atomic_write_text(path, json.dumps(pending))
+    _write_pending(path, pending)
     wait_for_batch(inner, batch_id, **poll)
     stored += _store(client, collect_batch(inner, batch_id, missing), missing)
     del pending[batch_id]
-    atomic_write_text(path, json.dumps(pending))
+    _write_pending(path, pending)
     return stored
 
 

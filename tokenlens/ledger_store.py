@@ -1,0 +1,445 @@
+"""Where the call ledger's records live: a local journal folder or an object store.
+
+`Ledger` (in `tokenlens.ledger`) keeps the in-memory index and the public API; this module
+only stores records, in one of two layouts chosen by the ledger's location:
+
+Local disk (`JournalStore`, the default; unchanged layout)::
+
+    calls.parquet          compacted calls
+    journal-<pid>-*.jsonl  one append-only journal per process, fsync'd per call
+    ledger.lock            flock held by compaction
+
+Object store (`ObjectStore`, e.g. ``s3://bucket/prefix/ledger``), which has neither
+append nor locks::
+
+    calls/<key>.json               one immutable object per paid call, created with
+                                   If-None-Match: * (exactly one creator wins a key)
+    segments/calls-<id>.parquet    compacted calls; immutable, written before any
+                                   object they replace is deleted
+    duplicates/<key>-<id>.json     a call two workers paid for in the same window: the
+                                   loser's answer, kept (it was paid) but never used
+
+Object-store invariants, which make compaction safe with any number of concurrent
+writers and compactors (no lock anywhere):
+
+1. A record, once created, is in at least one existing object at every later moment:
+   compaction writes its new segment first and deletes only objects it has fully read.
+2. A reader lists ``calls/`` before ``segments/``, and relists segments when one it
+   listed has vanished (a compaction replaced it by a superset written earlier).
+3. A miss is re-checked against the store before paying: GET ``calls/<key>.json``, then
+   a fresh listing of ``segments/``. So a call recorded by any worker before that check
+   is never paid again; two workers that both miss within one call's duration both pay,
+   the first create wins, and the second keeps its answer under ``duplicates/`` and
+   uses the winner's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tokenlens.errors import TokenLensError
+from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.storage import Location, StorageError, unique_name
+
+log = logging.getLogger(__name__)
+
+CALLS_FILE = "calls.parquet"
+_JOURNAL_PREFIX = "journal-"
+_JOURNAL_SUFFIX = ".jsonl"
+_SEGMENT_RETRIES = 20
+
+
+class LedgerError(TokenLensError):
+    """The ledger's files cannot be read or written."""
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One completed call as the ledger stores it."""
+
+    key: str
+    kind: str
+    client: str
+    salt: str
+    request: CompletionRequest
+    completion: Completion
+    created: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "client": self.client,
+            "salt": self.salt,
+            "request": self.request.model_dump(mode="json"),
+            "completion": self.completion.model_dump(mode="json"),
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> CallRecord:
+        return cls(
+            key=raw["key"],
+            kind=raw["kind"],
+            client=raw["client"],
+            salt=raw.get("salt", ""),
+            request=CompletionRequest.model_validate(raw["request"]),
+            completion=Completion.model_validate(raw["completion"]),
+            created=raw["created"],
+        )
+
+    def encode(self) -> bytes:
+        return canonical(self.to_json()).encode("utf-8")
+
+
+class RecordStore(Protocol):
+    """What `Ledger` needs from a storage layout."""
+
+    where: str  # the compacted table's location, for messages and artifacts
+
+    def load(self) -> Iterable[CallRecord]:
+        """Every record stored so far."""
+
+    def lookup(self, key: str) -> Iterable[CallRecord]:
+        """A fresh look in the store after an index miss (records found, maybe others too)."""
+
+    def append(self, record: CallRecord) -> CallRecord:
+        """Store durably; returns the record to use (another writer's, if it won the key)."""
+
+    def compact(self, known: dict[str, CallRecord]) -> dict[str, CallRecord]:
+        """Fold pending records into the compacted table; returns every record."""
+
+
+def open_store(root: Location) -> RecordStore:
+    return JournalStore(root) if root.local else ObjectStore(root)
+
+
+# -- local disk --------------------------------------------------------------------
+
+
+class JournalStore:
+    """Per-process JSONL journals, fsync'd per call; flock'd compaction into Parquet.
+
+    Several processes may share the folder: each writes its own journal, and compaction
+    only removes journals of processes that are gone. A miss is not re-checked on disk
+    (one machine's workers share one process in the default path).
+    """
+
+    def __init__(self, root: Location):
+        self.root = Path(root.path)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._table = root.child(CALLS_FILE)
+        self.where = self._table.url
+        self._journal = self.root / f"{_JOURNAL_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self._lock = threading.Lock()  # one writer of our journal at a time
+
+    def _journals(self) -> list[Path]:
+        return sorted(self.root.glob(f"{_JOURNAL_PREFIX}*{_JOURNAL_SUFFIX}"))
+
+    def load(self) -> Iterator[CallRecord]:
+        # Journals before the table: a journal that vanishes meanwhile was compacted into
+        # a table written before its removal, which is the one read next.
+        for journal in self._journals():
+            yield from _read_journal(journal)
+        if self._table.exists():
+            yield from _read_table(self._table)
+
+    def lookup(self, key: str) -> list[CallRecord]:
+        return []
+
+    def append(self, record: CallRecord) -> CallRecord:
+        line = record.encode().decode("utf-8") + "\n"
+        with self._lock:
+            try:
+                # Opened per call (no handle outlives the write), appended, fsync'd.
+                with open(self._journal, "a", encoding="utf-8") as journal:
+                    journal.write(line)
+                    journal.flush()
+                    os.fsync(journal.fileno())
+            except OSError as exc:
+                raise LedgerError(f"{self._journal}: cannot append call ({exc})") from exc
+        return record
+
+    def compact(self, known: dict[str, CallRecord]) -> dict[str, CallRecord]:
+        with _file_lock(self.root / "ledger.lock"), self._lock:
+            merged: dict[str, CallRecord] = {}
+            if self._table.exists():
+                merged.update((r.key, r) for r in _read_table(self._table))
+            journals = self._journals()
+            # Decided before reading: a journal whose owner is gone can no longer grow,
+            # while a live owner may append after we read (then exit before we check).
+            done = [j for j in journals if j == self._journal or not _owner_alive(j)]
+            for journal in journals:
+                for record in _read_journal(journal):
+                    merged.setdefault(record.key, record)
+            for key, record in known.items():
+                merged.setdefault(key, record)
+            self._table.write_bytes(table_bytes(merged.values()))
+            for journal in done:
+                journal.unlink(missing_ok=True)
+        return merged
+
+
+def _owner_alive(journal: Path) -> bool:
+    """Whether the process that owns a journal (pid in its name) still runs here."""
+    try:
+        pid = int(journal.name.split("-")[1])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _read_journal(path: Path) -> Iterator[CallRecord]:
+    """Records of a journal; a torn last line (a kill mid-write) is skipped, not fatal."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return  # compacted away by another process since it was listed
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot read journal ({exc})") from exc
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield CallRecord.from_json(json.loads(line))
+        except (ValueError, KeyError) as exc:
+            if lineno == len(lines):
+                log.warning("%s:%d: skipping torn last line (%s)", path, lineno, exc)
+                continue
+            raise LedgerError(f"{path}:{lineno}: corrupt journal line ({exc})") from exc
+
+
+# -- object store ------------------------------------------------------------------
+
+
+class ObjectStore:
+    """One immutable object per call, created conditionally; lock-free compaction.
+
+    See the module docstring for the layout and the invariants this class keeps.
+    """
+
+    def __init__(self, root: Location):
+        self.calls = root.child("calls")
+        self.segments = root.child("segments")
+        self.duplicates = root.child("duplicates")
+        self.where = self.segments.url
+        self._seen: set[str] = set()  # segments already read into the caller's index
+        self._lock = threading.Lock()
+
+    def _call_object(self, key: str) -> Location:
+        return self.calls.child(f"{key}.json")
+
+    def load(self) -> list[CallRecord]:
+        records = [_decode(loc, raw) for loc, raw in self._read(self.calls.files(".json"))]
+        return self._new_segment_records() + records
+
+    def lookup(self, key: str) -> list[CallRecord]:
+        target = self._call_object(key)
+        try:
+            return [_decode(target, target.read_bytes())]
+        except FileNotFoundError:
+            return self._new_segment_records()
+
+    def append(self, record: CallRecord) -> CallRecord:
+        data = record.encode()
+        target = self._call_object(record.key)
+        try:
+            if target.create(data):
+                return record
+            # Another worker paid for this key in the same window and won the create.
+            self.duplicates.child(unique_name(f"{record.key}-", ".json")).create(data)
+        except StorageError as exc:
+            raise LedgerError(f"{target.url}: cannot store call ({exc})") from exc
+        log.warning("call %s was paid twice (concurrent workers); using the first", record.key)
+        for found in self.lookup(record.key):
+            if found.key == record.key:
+                return found
+        return record
+
+    def compact(self, known: dict[str, CallRecord]) -> dict[str, CallRecord]:
+        segments = self.segments.files(".parquet")
+        calls = self.calls.files(".json")
+        merged: dict[str, CallRecord] = {}
+        read_segments = []
+        for loc, raw in self._read(segments):
+            read_segments.append(loc)
+            for record in _records_of_table(loc, raw):
+                merged.setdefault(record.key, record)
+        read_calls = []
+        for loc, raw in self._read(calls):
+            record = _decode(loc, raw)
+            kept = merged.setdefault(record.key, record)
+            if kept is not record and (kept.created, kept.completion) != (
+                record.created,
+                record.completion,
+            ):
+                # Re-created after an earlier compaction by a worker that raced it.
+                self.duplicates.child(unique_name(f"{record.key}-", ".json")).create(raw)
+            read_calls.append(loc)
+        missing = [record for key, record in known.items() if key not in merged]
+        if not read_calls and len(read_segments) == 1 and not missing:
+            with self._lock:
+                self._seen.add(read_segments[0].path)
+            return merged  # already one segment holding everything: nothing to rewrite
+        for record in missing:
+            merged[record.key] = record
+        fresh = self.segments.child(unique_name("calls-", ".parquet"))
+        if not fresh.create(table_bytes(merged.values())):
+            raise LedgerError(f"{fresh.url}: segment name already taken")
+        # Only now, with every record read safely in `fresh`, remove what it replaces.
+        self.calls.remove_many(read_calls)
+        self.segments.remove_many(read_segments)
+        with self._lock:
+            self._seen = {fresh.path}
+        return merged
+
+    def _new_segment_records(self) -> list[CallRecord]:
+        """Records of segments this instance has not read yet (relisting if one vanished)."""
+        for _ in range(_SEGMENT_RETRIES):
+            listed = self.segments.files(".parquet")
+            with self._lock:
+                unseen = [loc for loc in listed if loc.path not in self._seen]
+            contents = dict(self._read(unseen))
+            if len(contents) < len(unseen):
+                continue  # a compaction replaced one of them: its superset is listed now
+            records = [r for loc, raw in contents.items() for r in _records_of_table(loc, raw)]
+            with self._lock:
+                self._seen.update(loc.path for loc in unseen)
+            return records
+        raise LedgerError(f"{self.segments.url}: segments kept vanishing while being read")
+
+    def _read(self, locations: list[Location]) -> list[tuple[Location, bytes]]:
+        if not locations:
+            return []
+        raw = locations[0].read_many(locations)
+        return [(loc, raw[loc.path]) for loc in locations if loc.path in raw]
+
+
+def _decode(where: Location, raw: bytes) -> CallRecord:
+    try:
+        return CallRecord.from_json(json.loads(raw))
+    except (ValueError, KeyError) as exc:
+        raise LedgerError(f"{where.url}: corrupt call record ({exc})") from exc
+
+
+# -- the compacted table (Parquet, schema tokenlens.tables.CALLS) -------------------
+
+
+def _read_table(where: Location) -> list[CallRecord]:
+    try:
+        raw = where.read_bytes()
+    except (FileNotFoundError, StorageError) as exc:
+        raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
+    return _records_of_table(where, raw)
+
+
+def _records_of_table(where: Location, raw: bytes) -> list[CallRecord]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(pa.BufferReader(raw)).to_pylist()
+    except (OSError, ValueError) as exc:
+        raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
+    return [_record_of_row(row) for row in rows]
+
+
+def _record_of_row(row: dict[str, Any]) -> CallRecord:
+    usage = Usage(
+        input_tokens=row["input_tokens"] or 0,
+        output_tokens=row["output_tokens"] or 0,
+        cache_read_tokens=row["cache_read_tokens"] or 0,
+        cache_write_tokens=row["cache_write_tokens"] or 0,
+    )
+    completion = Completion(
+        text=row["text"],
+        parsed=json.loads(row["parsed_json"]) if row["parsed_json"] else None,
+        usage=usage,
+        model=row["response_model"],
+        stop_reason=row["stop_reason"],
+        latency_s=row["latency_s"] or 0.0,
+        cost_usd=row["cost_usd"],
+        backend=row["backend"] or "",
+    )
+    return CallRecord(
+        key=row["key"],
+        kind=row["kind"],
+        client=row["client"],
+        salt=row["salt"] or "",
+        request=CompletionRequest.model_validate_json(row["request_json"]),
+        completion=completion,
+        created=row["created"],
+    )
+
+
+def table_bytes(records: Iterable[CallRecord]) -> bytes:
+    """The records as one Parquet file (schema CALLS, tables version in the metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tokenlens.tables import CALLS, TABLES_VERSION
+
+    rows = [
+        {
+            "key": r.key,
+            "kind": r.kind,
+            "client": r.client,
+            "salt": r.salt,
+            "model": r.request.model,
+            "request_json": r.request.model_dump_json(),
+            "text": r.completion.text,
+            "parsed_json": canonical(r.completion.parsed)
+            if r.completion.parsed is not None
+            else None,
+            "response_model": r.completion.model,
+            "stop_reason": r.completion.stop_reason,
+            "input_tokens": r.completion.usage.input_tokens,
+            "output_tokens": r.completion.usage.output_tokens,
+            "cache_read_tokens": r.completion.usage.cache_read_tokens,
+            "cache_write_tokens": r.completion.usage.cache_write_tokens,
+            "cost_usd": r.completion.cost_usd,
+            "latency_s": r.completion.latency_s,
+            "backend": r.completion.backend,
+            "created": r.created,
+        }
+        for r in sorted(records, key=lambda rec: (rec.created, rec.key))
+    ]
+    table = pa.Table.from_pylist(rows, schema=CALLS)
+    metadata = dict(table.schema.metadata or {})
+    metadata[b"tokenlens_tables_version"] = str(TABLES_VERSION).encode()
+    buffer = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(metadata), buffer)
+    return buffer.getvalue()
