@@ -104,6 +104,11 @@ def test_policy_from_s3_hot_reloads_and_keeps_the_last_good(
     reply = sdk.messages.with_raw_response.create(**messages_body())
     assert reply.headers["x-tokenlens-arm"] == "prune@0.5"  # the S3 policy is in force
     assert proxy.feed()["policy"]["path"] == url
+    # Polls of an unchanged object are counted as such (waited for: a busy machine may not
+    # have polled yet, and every later poll sees a change, a corruption or a deletion).
+    _wait_for(
+        lambda: value(scrape(proxy)[1], "tokenlens_policy_polls_total", result="unchanged") >= 1
+    )
 
     # A new policy: extraction now gets `prune@0.3`.
     changed = make_policy(
