@@ -18,6 +18,9 @@ concurrent the figures measure queueing on 2 cores as much as the proxy.
 `--capture` adds rows for `serve --capture` at 100 % sampling: a capture-off and a
 capture-on proxy on the same upstream, requests alternating between them, "added" being
 on minus off (goal: within 0.2 ms at p50). `--capture-only` runs just those rows.
+
+Why one script past 400 lines: a bench is run as one file (`python bench/bench_proxy.py`);
+its upstream, probe client and rows are only meaningful together.
 """
 
 from __future__ import annotations

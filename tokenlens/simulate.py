@@ -35,6 +35,7 @@ import pandas as pd
 
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import Mode, aggregate, decide
+from tokenlens.decision.planner import calls_for
 from tokenlens.stats import IntervalMethod
 
 #: Good arms must beat the tolerance by this much to count towards power.
@@ -224,11 +225,8 @@ class StudyResult:
 
 
 def calls_per_design(n_tasks: int, replicates: int, n_arms: int, *, llm_judge: bool = True) -> int:
-    """Paid calls of a fixed design: per task and replicate one cleartext answer, one
-    control answer and one per arm; with an LLM judge one judge call per arm and control."""
-    answers = n_tasks * replicates * (2 + n_arms)
-    judges = n_tasks * replicates * (1 + n_arms) if llm_judge else 0
-    return answers + judges
+    """Paid calls of a fixed design (the planner's count, answers plus judge calls)."""
+    return sum(calls_for(n_tasks, replicates, n_arms, llm_judge=llm_judge))
 
 
 def _score_run(

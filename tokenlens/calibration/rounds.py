@@ -26,6 +26,7 @@ from tokenlens.calibration.stages import (
     sample_stage,
 )
 from tokenlens.decision import Curve
+from tokenlens.decision.planner import calls_for
 from tokenlens.decision.sequential import (
     Cell,
     ClassPlan,
@@ -33,7 +34,6 @@ from tokenlens.decision.sequential import (
     SequentialSettings,
     run_sequential,
 )
-from tokenlens.simulate import calls_per_design
 from tokenlens.tasks import CalibrationTask
 
 
@@ -108,7 +108,7 @@ def rounds_stage(
     cal.store.write_table("curve", result.curve.to_arrow())
     llm = config.judge != "metric"
     fixed = sum(
-        calls_per_design(len(p.tasks), config.repeats, len(p.arms), llm_judge=llm) for p in plans
+        sum(calls_for(len(p.tasks), config.repeats, len(p.arms), llm_judge=llm)) for p in plans
     )
     return RoundsResult(
         list(answers.values()), grades, result.curve, result.rounds, fixed, result.cells

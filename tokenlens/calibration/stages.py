@@ -8,6 +8,11 @@ so a stage rerun pays only for calls the ledger does not hold. Failures become e
 with the reason (a failed answer is never graded, a bad grade never becomes a number);
 running out of budget stops scheduling and raises `SpendLimitReached` after the stage
 has kept everything it finished.
+
+Why one module past 400 lines: the stages share one `Calibration` and the row shapes
+each hands to the next; read top-down it is the calibration's story in order. The parts
+with a job of their own already live beside it (`cells`, `runner`, `store`, `session`,
+`estimate`, `rounds`); splitting the six stages apart would scatter that story.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ port the OS picks. It speaks:
 What it answers is in `tokenlens.testing.fake_logic`. It records every request (method,
 path, query, headers with key values redacted, parsed JSON body, time, response status)
 and injects faults on demand (`inject`) or at random with a seed (`set_fault_rate`).
+
+Why one module past 400 lines: it is one server whose routes, fault injection and request
+log share state under one lock; what the model and judge "think" is already apart
+(`tokenlens.testing.fake_logic`).
 """
 
 from __future__ import annotations
