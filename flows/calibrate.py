@@ -14,7 +14,6 @@ helpers stay beside the flow rather than in a sibling module the worker may not 
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from pathlib import Path
@@ -31,14 +30,12 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
-from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
 from tokenlens.calibration.session import (
     estimate_spend,
-    offline_defaults,
     open_calibration,
 )
 from tokenlens.calibration.stages import Calibration, Published, Row
@@ -455,49 +452,3 @@ def _publish_artifacts(
         description="Per class over the last runs: verdict, arm, retention, noise floor.",
     )
     _publish_spend(cal, estimate)
-
-
-def run_calibration(
-    config: CalibrationConfig, *, fresh_sample: bool = False, resume: str | None = None
-) -> int:
-    """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
-
-    The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
-    run itself is not failed for it."""
-    for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    if resume is None:
-        config, notes = offline_defaults(config)
-        if notes:
-            print(
-                "Offline default run (the embedded model takes seconds per answer): "
-                + "; ".join(notes)
-                + ".",
-                file=sys.stderr,
-            )
-    params = flow_parameters(
-        config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
-    )
-    try:
-        with prefect_api():
-            for flow_run_id in mark_orphans_crashed(str(config.store)):
-                print(
-                    f"flow run {flow_run_id} marked Crashed: its process is gone", file=sys.stderr
-                )
-            result = calibrate(**params)
-    except SpendLimitReached as exc:
-        print(f"tokenlens: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print()
-    for line in result["policy_lines"]:
-        print(line)
-    print()
-    for arm, reason in result["unavailable_arms"].items():
-        print(f"not measured here: {arm} ({reason})")
-    print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
-    print(f"policy:  {result['policy_path']}")
-    print(f"report:  {result['report_path']}")
-    print(f"tables:  {result['store']}")
-    print(f"ledger:  {result['ledger']} ({result['new_calls']} new calls this run)")
-    print(f"spend:   {result['spend_line']} (planned: {result['estimate']})")
-    return int(result["exit_code"])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +142,57 @@ def run(args: argparse.Namespace) -> int:
         return run_dry_run(config)
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    from flows.calibrate import run_calibration
-
     return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume)
+
+
+def run_calibration(
+    config: CalibrationConfig, *, fresh_sample: bool = False, resume: str | None = None
+) -> int:
+    """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
+
+    The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
+    run itself is not failed for it."""
+    # Prefect, pandas and the flow load only when a calibration runs: `--help` and
+    # `--dry-run` stay fast.
+    from flows.calibrate import calibrate, flow_parameters
+    from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
+    from tokenlens.calibration.session import offline_defaults
+    from tokenlens.errors import SpendLimitReached
+
+    for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if resume is None:
+        config, notes = offline_defaults(config)
+        if notes:
+            print(
+                "Offline default run (the embedded model takes seconds per answer): "
+                + "; ".join(notes)
+                + ".",
+                file=sys.stderr,
+            )
+    params = flow_parameters(
+        config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
+    )
+    try:
+        with prefect_api():
+            for flow_run_id in mark_orphans_crashed(str(config.store)):
+                print(
+                    f"flow run {flow_run_id} marked Crashed: its process is gone", file=sys.stderr
+                )
+            result = calibrate(**params)
+    except SpendLimitReached as exc:
+        print(f"tokenlens: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print()
+    for line in result["policy_lines"]:
+        print(line)
+    print()
+    for arm, reason in result["unavailable_arms"].items():
+        print(f"not measured here: {arm} ({reason})")
+    print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
+    print(f"policy:  {result['policy_path']}")
+    print(f"report:  {result['report_path']}")
+    print(f"tables:  {result['store']}")
+    print(f"ledger:  {result['ledger']} ({result['new_calls']} new calls this run)")
+    print(f"spend:   {result['spend_line']} (planned: {result['estimate']})")
+    return int(result["exit_code"])
