@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tokenlens.calibration.runs import RunManifest, list_runs
+from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
 from tokenlens.errors import TokenLensError
@@ -341,8 +341,6 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
 
 def find_state(store: str | Path, reports: str | Path, ref: str) -> RunState:
     """A finished run by id (or the newest run of a calibration id) with its files."""
-    from tokenlens.calibration.runs import find_run
-
     manifest = find_run(store, ref)
     state = read_run(store, reports, manifest)
     if state is None:
