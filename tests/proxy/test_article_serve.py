@@ -63,6 +63,7 @@ def test_the_articles_serve_line(fake_anthropic: FakeAnthropic, tmp_path: Path) 
             )
         assert reply.content[0].type == "text" and reply.content[0].text
         feed = httpx.get(f"{base}/tokenlens/feed.json", timeout=5).json()
+        page = httpx.get(f"{base}/tokenlens/", timeout=5).text
     finally:
         process.terminate()
         process.wait(timeout=20)
@@ -79,5 +80,6 @@ def test_the_articles_serve_line(fake_anthropic: FakeAnthropic, tmp_path: Path) 
     assert extraction["why"] == "--compress override"
     assert (extraction["policy_arm"], extraction["bar"]) == ("prune@0.5", 0.9)
     assert extraction["requests"] == 1
+    assert "--compress: every request gets llmlingua2@0.6; the policy gives only" in page
     output = (tmp_path / "serve.log").read_text()
     assert "SHADOW JUDGE IS ON" in output  # the startup warning about the judge's spend
