@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
@@ -90,8 +92,6 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
     curve_path = Path(store) / "runs" / manifest.run_id / "curve.parquet"
     if not policy_path.exists() or not curve_path.exists():
         return None
-    import pyarrow.parquet as pq
-
     policy = load_policy(policy_path)
     rows = pq.read_table(curve_path).to_pylist()
     classes: dict[str, ClassState] = {}
