@@ -24,6 +24,7 @@ from tokenlens.calibration.stages import (
 )
 from tokenlens.compress.arms import CONTROL
 from tokenlens.config import CalibrationConfig
+from tokenlens.judge import build_judge_request, render_request_text, swap_for
 from tokenlens.ledger import Ledger, call_key
 from tokenlens.models.base import CompletionRequest
 from tokenlens.pricing import cost_usd
@@ -88,8 +89,6 @@ def plan_calls(
 
     `config.seed` is the run's sample seed; `ledger` None counts everything as new.
     """
-    from tokenlens.judge import build_judge_request, render_request_text, swap_for
-
     held: Callable[[str], bool] = (lambda key: key in ledger) if ledger else (lambda key: False)
     plan = answer_requests(config, model, tasks, compressions)
     keys = {cell: call_key(backend, request) for cell, request in plan.requests.items()}

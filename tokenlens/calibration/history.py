@@ -19,7 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tokenlens.calibration.runs import RunManifest, list_runs
+import pyarrow.parquet as pq
+
+from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
 from tokenlens.errors import TokenLensError
@@ -90,8 +92,6 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
     curve_path = Path(store) / "runs" / manifest.run_id / "curve.parquet"
     if not policy_path.exists() or not curve_path.exists():
         return None
-    import pyarrow.parquet as pq
-
     policy = load_policy(policy_path)
     rows = pq.read_table(curve_path).to_pylist()
     classes: dict[str, ClassState] = {}
@@ -341,8 +341,6 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
 
 def find_state(store: str | Path, reports: str | Path, ref: str) -> RunState:
     """A finished run by id (or the newest run of a calibration id) with its files."""
-    from tokenlens.calibration.runs import find_run
-
     manifest = find_run(store, ref)
     state = read_run(store, reports, manifest)
     if state is None:

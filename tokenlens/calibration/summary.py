@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
+
+from tokenlens.calibration.history import (
+    HISTORY_HEADER,
+    history_cells,
+    history_rows,
+    load_history,
+)
+from tokenlens.compress.arms import Arm
+from tokenlens.decision import ALL_CLASSES
+from tokenlens.formatting import arm_label, interval, pct
 
 if TYPE_CHECKING:
     from tokenlens.calibration.stages import Published
@@ -22,10 +33,6 @@ def table_cell(text: str) -> str:
 def curve_records(curve: Curve) -> list[dict[str, Any]]:
     """The curve as a small table for people: classes in curve order (all classes last),
     arms in ladder order (control first), the status second so it is never cut off."""
-    from tokenlens.compress.arms import Arm
-    from tokenlens.decision import ALL_CLASSES
-    from tokenlens.formatting import arm_label, interval, pct
-
     table = curve.table
     order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
     rows = sorted(
@@ -72,8 +79,6 @@ def spend_text(spend: SpendMeter, estimate: str | None) -> str:
 def report_artifact(published: Published, *, tables_dir: str) -> str:
     """The run's markdown report with its plot inlined as a data URI, so the Prefect UI
     shows both from any machine (a `file://` link to the worker's disk opens nowhere)."""
-    import base64
-
     if published.markdown_path is None:
         return f"Report written to `{published.report_path}` on the worker."
     text = published.markdown_path.read_text(encoding="utf-8")
@@ -93,13 +98,6 @@ def report_artifact(published: Published, *, tables_dir: str) -> str:
 
 def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
     """The `calibration-trend` artifact: `tokenlens history` as a markdown table."""
-    from tokenlens.calibration.history import (
-        HISTORY_HEADER,
-        history_cells,
-        history_rows,
-        load_history,
-    )
-
     states = load_history(store, reports, last=last)
     rows = history_rows(states)
     lines = [
