@@ -68,8 +68,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="fixed: every cell up front (default); sequential: rounds that pay only until "
         "each arm's verdict is settled",
     )
-    parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
-    parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="root of the run tables and the call ledger: a folder (default reports/store) "
+        "or a URL such as s3://bucket/prefix/store",
+    )
+    parser.add_argument(
+        "--reports", default=None, help="policy and report root: a folder (default reports) or URL"
+    )
     parser.add_argument("--llmlingua-model", default=None)
     parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
     parser.add_argument(
