@@ -113,5 +113,7 @@ def test_a_calibration_on_s3_keeps_everything_in_the_bucket(
     assert cli_main(["history", "--store", store, "--reports", reports]) == 0
     out = capsys.readouterr().out
     assert run_id in out and again["run_id"] in out and "2 runs" in out
+    # ...and so does the planner (default: the run behind the bucket's latest.json).
+    assert cli_main(["plan", "--store", store, "--reports", reports]) == 0
+    assert f"Plan from calibration {again['run_id']}" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
-
