@@ -26,7 +26,8 @@ from tokenlens.decision.applied import AppliedRetention
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
-from tokenlens.policy import Policy, PolicyEntry, atomic_write_text
+from tokenlens.policy import Policy, PolicyEntry
+from tokenlens.storage import Location, location
 from tokenlens.templating import render
 
 LOCAL_MODEL_BANNER = (
@@ -51,9 +52,11 @@ _STATUS_COLOUR = {
 
 @dataclass(frozen=True)
 class ReportPaths:
-    markdown: Path
-    html: Path
-    plot: Path
+    """Where the report went: local files or objects of a store URL (`tokenlens.storage`)."""
+
+    markdown: Location
+    html: Location
+    plot: Location
 
 
 def _arm_text(entry: PolicyEntry) -> str:
@@ -381,7 +384,7 @@ def render_html(
 def write_report(
     policy: Policy,
     curve: Curve,
-    folder: str | Path,
+    folder: str | Path | Location,
     *,
     name: str = "calibration",
     agreement: JudgeAgreement | None = None,
@@ -389,18 +392,18 @@ def write_report(
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
 ) -> ReportPaths:
-    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically.
+    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each all at once
+    (`folder`: a path or a store URL).
 
     `unavailable` maps arm keys that could not run here (e.g. LLMLingua-2 without its
     weights) to the reason, so the report says what was not measured instead of omitting it.
     """
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    out = location(folder)
     png = plot_curve(curve, policy)
-    paths = ReportPaths(out / f"{name}.md", out / f"{name}.html", out / f"{name}.png")
-    tmp = paths.plot.with_name(f".{paths.plot.name}.tmp")
-    tmp.write_bytes(png)
-    tmp.replace(paths.plot)
+    paths = ReportPaths(
+        out.child(f"{name}.md"), out.child(f"{name}.html"), out.child(f"{name}.png")
+    )
+    paths.plot.write_bytes(png)
     markdown = render_markdown(
         policy,
         curve,
@@ -410,7 +413,7 @@ def write_report(
         unavailable=unavailable,
         applied=applied,
     )
-    atomic_write_text(paths.markdown, markdown)
+    paths.markdown.write_text(markdown)
     page = render_html(
         policy,
         curve,
@@ -420,5 +423,5 @@ def write_report(
         unavailable=unavailable,
         applied=applied,
     )
-    atomic_write_text(paths.html, page)
+    paths.html.write_text(page)
     return paths

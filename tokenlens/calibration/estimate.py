@@ -117,8 +117,10 @@ def plan_calls(
             if pair.second in plan.blocked:
                 continue  # the compressed answer cannot exist: the pair is an error row
             passes = 2 if config.judge_twice and pair.arm == CONTROL else 1
-            first = ledger.get(keys[pair.baseline]) if ledger else None
-            second = ledger.get(keys[pair.second]) if ledger else None
+            # `peek`, not `get`: what the ledger loaded, with no storage I/O per key (on an
+            # object store `get` looks again on every miss: a GET and a LIST).
+            first = ledger.peek(keys[pair.baseline]) if ledger else None
+            second = ledger.peek(keys[pair.second]) if ledger else None
             new = 0
             if first is None or second is None:  # an answer is still to come
                 new = passes * orders

@@ -111,7 +111,7 @@ def open_calibration(
             config, calibration_id, fresh_sample=fresh_sample, flow_run_id=flow_run_id
         )
     config = manifest.calibration_config()  # the run's own sample seed
-    store = Store(Path(config.store), manifest.run_id)
+    store = Store(config.store, manifest.run_id)
     ledger = Ledger(store.ledger_dir)
     spend = SpendMeter(config.max_spend)
     answer_client = LedgerClient(client, ledger, kind="answer", spend=spend)

@@ -75,8 +75,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="fixed: every cell up front (default); sequential: rounds that pay only until "
         "each arm's verdict is settled",
     )
-    parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
-    parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="root of the run tables and the call ledger: a folder (default reports/store) "
+        "or a URL such as s3://bucket/prefix/store",
+    )
+    parser.add_argument(
+        "--reports", default=None, help="policy and report root: a folder (default reports) or URL"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -195,6 +202,7 @@ def run_calibration(
     from tokenlens.calibration.session import offline_defaults
     from tokenlens.errors import SpendLimitReached
     from tokenlens.policy import atomic_write_text
+    from tokenlens.storage import location
 
     for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -229,7 +237,7 @@ def run_calibration(
     print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
     print(f"policy:  {result['policy_path']}")
     if out is not None:
-        atomic_write_text(out, Path(result["policy_path"]).read_text(encoding="utf-8"))
+        atomic_write_text(out, location(result["policy_path"]).read_text())
         print(f"         copied to {out}")
     print(f"report:  {result['report_path']}")
     print(f"tables:  {result['store']}")
