@@ -38,7 +38,7 @@ from tokenlens.calibration.session import (
     estimate_spend,
     open_calibration,
 )
-from tokenlens.calibration.stages import Calibration, Published, Row
+from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import (
     curve_records,
     report_artifact,
@@ -61,6 +61,7 @@ from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
 from tokenlens.report import seed_lines
+from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
 
 #: Stable artifact keys (lowercase letters, digits, dashes).
@@ -111,36 +112,39 @@ class ArtifactProgress:
 
 
 @task(**_STAGE_OPTIONS)
-def load_tasks(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+def load_tasks(cal: Calibration, tasks: list[CalibrationTask]) -> list[TaskRow]:
     """Record the run's tasks (selected from the task file) as the tasks table."""
     return stages.load_stage(cal.config, cal.store, tasks, cal.model)
 
 
 @task(**_STAGE_OPTIONS)
-def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[CompressionRow]:
     """Compress every task with every arm of the ladder (reusing stored bodies)."""
     return stages.compress_stage(cal, tasks)
 
 
 @task(**_STAGE_OPTIONS)
 def sample_answers(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
-) -> list[Row]:
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
+) -> list[AnswerRow]:
     """Obtain the cleartext, control and compressed answers (ledger first)."""
     return stages.sample_stage(cal, tasks, compressions)
 
 
 @task(**_STAGE_OPTIONS)
 def judge_pairs(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row], answers: list[Row]
-) -> list[Row]:
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    answers: list[AnswerRow],
+) -> list[GradeRow]:
     """Grade each (cleartext, second answer) pair with the configured judges."""
     return stages.judge_stage(cal, tasks, compressions, answers)
 
 
 @task(**_STAGE_OPTIONS)
 def sample_in_rounds(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
 ) -> RoundsResult:
     """Sample and judge in rounds until every arm's verdict is settled (sequential design)."""
     logger = get_run_logger()
@@ -171,7 +175,7 @@ def _paid_calls(result: RoundsResult) -> int:
 
 
 @task(**_STAGE_OPTIONS)
-def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
+def aggregate(cal: Calibration, grades: list[GradeRow]) -> Curve:
     """Turn grades into the per-class quality curve of the deciding judge."""
     return stages.aggregate_stage(cal, grades)
 
@@ -180,7 +184,7 @@ def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
 def publish_policy(
     cal: Calibration,
     curve: Curve,
-    grades: list[Row],
+    grades: list[GradeRow],
     requested: list[str] | None,
     unavailable: dict[str, str],
     tasks: list[CalibrationTask] | None = None,
@@ -432,7 +436,8 @@ def _publish_artifacts(
         "",
         f"Policy file on the worker: `{published.policy_path}`",
     ]
-    unavailable = stages.unavailable_arms(cal.store.read("compressions"))
+    stored = cast(list[CompressionRow], cal.store.read("compressions"))
+    unavailable = stages.unavailable_arms(stored)
     if unavailable:
         markdown += ["", "Arms not measured here:"]
         markdown += [f"- `{arm}`: {reason}" for arm, reason in unavailable.items()]

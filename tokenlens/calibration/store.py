@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class Store:
     def path(self, name: str) -> Path:
         return self.run_dir / f"{name}.parquet"
 
-    def write(self, name: str, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> Path:
+    def write(self, name: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Path:
         """Write rows with the table's declared schema (a wrong column fails here, loudly)."""
         path = self.path(name)
         write_parquet_atomic(pa.Table.from_pylist(list(rows), schema=schema), path)
