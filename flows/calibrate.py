@@ -31,6 +31,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
+from tokenlens.calibration.result import CalibrationResult
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
@@ -223,7 +224,7 @@ def calibrate(
     fresh_sample: bool = False,
     fail_on_unresolved: bool = True,
     resume: str | None = None,
-) -> dict[str, Any]:
+) -> CalibrationResult:
     """Calibrate the compression ladder against answer quality and publish a policy.
 
     Every setting is its own parameter, so one can be overridden
@@ -299,9 +300,9 @@ def calibrate(
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()
-    unresolved = result["unresolved_classes"]
+    unresolved = result.unresolved_classes
     if fail_on_unresolved and unresolved:
-        raise CalibrationUnresolved(unresolved, result["run_id"], result["report_path"])
+        raise CalibrationUnresolved(unresolved, result.run_id, result.report_path)
     return result
 
 
@@ -314,7 +315,7 @@ def flow_parameters(config: CalibrationConfig, **options: Any) -> dict[str, Any]
 
 def _calibrate(
     config: CalibrationConfig, progress: Progress, *, fresh_sample: bool, resume: str | None
-) -> dict[str, Any]:
+) -> CalibrationResult:
     logger = get_run_logger()
     cal, selected = open_calibration(
         config,
@@ -368,23 +369,23 @@ def _calibrate(
         finish_run(config.store, cal.run, "finished")
     lines = seed_lines(published.policy)
     _publish_artifacts(cal, curve, published, lines, estimate)
-    return {
-        "calibration_id": cal.calibration_id,
-        "run_id": cal.store.run_id,
-        "seed": config.seed,
-        "policy_path": str(published.policy_path),
-        "report_path": str(published.report_path),
-        "store": str(cal.store.run_dir),
-        "ledger": str(cal.ledger.calls_path),
-        "exit_code": published.exit_code,
-        "unresolved_classes": list(published.unresolved),
-        "policy_lines": lines,
-        "unavailable_arms": unavailable,
-        "new_calls": cal.spend.new_calls,
-        "spend_line": spend_line(cal.spend),
-        "spent_usd": cal.spend.spent,
-        "estimate": estimate,
-    }
+    return CalibrationResult(
+        calibration_id=cal.calibration_id,
+        run_id=cal.store.run_id,
+        seed=config.seed,
+        policy_path=str(published.policy_path),
+        report_path=str(published.report_path),
+        store=str(cal.store.run_dir),
+        ledger=str(cal.ledger.calls_path),
+        exit_code=published.exit_code,
+        unresolved_classes=list(published.unresolved),
+        policy_lines=lines,
+        unavailable_arms=unavailable,
+        new_calls=cal.spend.new_calls,
+        spend_line=spend_line(cal.spend),
+        spent_usd=cal.spend.spent,
+        estimate=estimate,
+    )
 
 
 def _flow_run_id() -> str | None:
