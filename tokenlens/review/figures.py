@@ -26,8 +26,9 @@ from tokenlens.review.agreement import (
     loses,
     retention,
 )
-from tokenlens.review.sample import ReviewCase, ReviewSample, Row
+from tokenlens.review.sample import ReviewCase, ReviewSample
 from tokenlens.review.store import ReviewGrade
+from tokenlens.tables import GradeRow
 
 #: Krippendorff's own minimum: alpha >= 0.800 for conclusions, 0.667-0.800 "only for
 #: tentative conclusions", below 0.667 the data should not be relied on (Krippendorff,
@@ -81,7 +82,7 @@ class ReviewFigures:
     control: ControlFloor | None = None
 
 
-def _judge_pairs(grades: Iterable[Row], judge: str) -> dict[str, Pair]:
+def _judge_pairs(grades: Iterable[GradeRow], judge: str) -> dict[str, Pair]:
     """case_key -> (clear, comp) of a judge's first judgement."""
     from tokenlens.calibration.cells import PairCell
 
@@ -140,7 +141,7 @@ def _compare(
 def review_figures(
     sample: ReviewSample,
     people: list[ReviewGrade],
-    run_grades: list[Row],
+    run_grades: list[GradeRow],
     *,
     tolerance: float,
     seed: int = 0,
