@@ -67,6 +67,12 @@ def test_every_table_is_its_record() -> None:
         assert schema.names == list(record.__annotations__)
 
 
+def test_the_columns_the_decision_requires_are_grade_columns() -> None:
+    from tokenlens.decision.grades import REQUIRED
+
+    assert set(REQUIRED) <= set(tables.GradeRow.__annotations__)
+
+
 def _mypy(tmp_path: Path, name: str, source: str) -> tuple[str, int]:
     snippet = tmp_path / f"{name}.py"  # one file per case: mypy's cache goes by size and mtime
     snippet.write_text(textwrap.dedent(source), encoding="utf-8")

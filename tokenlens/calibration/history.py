@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenlens.calibration.runs import RunManifest, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
@@ -25,6 +25,7 @@ from tokenlens.decision import ALL_CLASSES
 from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label, interval, pct
 from tokenlens.policy import VERDICT_MARK, Policy, load_policy
+from tokenlens.tables import CurveRow
 
 DEFAULT_LAST = 10
 
@@ -93,7 +94,7 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
     import pyarrow.parquet as pq
 
     policy = load_policy(policy_path)
-    rows = pq.read_table(curve_path).to_pylist()
+    rows = cast(list[CurveRow], pq.read_table(curve_path).to_pylist())
     classes: dict[str, ClassState] = {}
     for name in [*policy.classes, "default"]:
         key = ALL_CLASSES if name == "default" else name

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
@@ -14,6 +14,7 @@ from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.stats import Spread
+from tokenlens.tables import CurveRow, TaskRow
 
 DEFAULT_PROMPT_TOKENS = 1000.0
 
@@ -23,7 +24,7 @@ class PlanInputs:
     run: str | None
     tolerance: float | None
     model: str | None
-    curve: list[dict[str, Any]] = field(default_factory=list)
+    curve: list[CurveRow] = field(default_factory=list)
     prompt_tokens: dict[str, float] = field(default_factory=dict)
 
 
@@ -54,11 +55,11 @@ def load_inputs(
         raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}")
     import pyarrow.parquet as pq
 
-    curve = pq.read_table(curve_path).to_pylist()
+    curve = cast(list[CurveRow], pq.read_table(curve_path).to_pylist())
     tokens: dict[str, list[int]] = {}
     tasks_path = run_dir / "tasks.parquet"
     if tasks_path.exists():
-        for row in pq.read_table(tasks_path).to_pylist():
+        for row in cast(list[TaskRow], pq.read_table(tasks_path).to_pylist()):
             tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
     return PlanInputs(
         run,
