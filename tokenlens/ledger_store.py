@@ -46,11 +46,14 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tokenlens.errors import TokenLensError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
 from tokenlens.storage import Location, StorageError, unique_name
+
+if TYPE_CHECKING:
+    from tokenlens.tables import CallRow
 
 log = logging.getLogger(__name__)
 
@@ -371,13 +374,13 @@ def _records_of_table(where: Location, raw: bytes) -> list[CallRecord]:
     import pyarrow.parquet as pq
 
     try:
-        rows = pq.read_table(pa.BufferReader(raw)).to_pylist()
+        rows = cast("list[CallRow]", pq.read_table(pa.BufferReader(raw)).to_pylist())
     except (OSError, ValueError) as exc:
         raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
     return [_record_of_row(row) for row in rows]
 
 
-def _record_of_row(row: dict[str, Any]) -> CallRecord:
+def _record_of_row(row: CallRow) -> CallRecord:
     usage = Usage(
         input_tokens=row["input_tokens"] or 0,
         output_tokens=row["output_tokens"] or 0,
@@ -412,7 +415,7 @@ def table_bytes(records: Iterable[CallRecord]) -> bytes:
 
     from tokenlens.tables import CALLS, TABLES_VERSION
 
-    rows = [
+    rows: list[CallRow] = [
         {
             "key": r.key,
             "kind": r.kind,
