@@ -13,7 +13,7 @@ from mypy import api as mypy_api
 from tokenlens import tables
 from tokenlens.tables import Int32, Int64, arrow_schema
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Sample(TypedDict):
