@@ -35,6 +35,7 @@ import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +370,13 @@ def main() -> None:
     parser.add_argument("--flow-run", help="with --ui: shoot this flow run instead of running one")
     args = parser.parse_args()
 
+    if find_spec("playwright") is None:
+        sys.exit(
+            "playwright is not installed: .venv/bin/pip install -c constraints.txt "
+            "-e '.[screenshots]' (the Python package only; the system Chromium is used)"
+        )
+    if not Path(args.chromium).is_file():
+        sys.exit(f"no Chromium at {args.chromium}: apt-get install -y chromium, or --chromium PATH")
     root = Path(tempfile.mkdtemp(prefix="tokenlens-shots-"))
     quiet_prefect_env(root / "prefect")
     server = None
