@@ -90,9 +90,10 @@ _INSTALL_HINT = (
     "(and llama-cpp-python==0.3.36, see scripts/setup.sh), or pass a GGUF file path"
 )
 OFFLINE_BANNER = (
-    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}) "
-    "and grades from the reference metric. These numbers describe the instrument on that "
-    "model, not Claude; do not apply a policy calibrated here to Claude traffic."
+    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}), "
+    "asked for brief answers (the same words on every arm), and grades from the reference "
+    "metric. These numbers describe the instrument on that model, not Claude; do not apply "
+    "a policy calibrated here to Claude traffic."
 )
 #: Appended to the last user message of every answer request of the local backend
 #: (`brief_answer`), after compression, so every arm gets it alike: the tiny model's
