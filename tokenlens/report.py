@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenlens.compress.arms import CONTROL
+from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
 from tokenlens.decision.applied import AppliedRetention
 from tokenlens.formatting import arm_label as _label
@@ -119,19 +119,25 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
 
 
 def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
+    """Classes in curve order (all classes last), arms in ladder order, the status third:
+    the Prefect UI hides a wide table's last columns behind a sideways scroll."""
     header = [
         "class",
         "arm",
+        "status",
         "reduction",
         "retention [one-sided 95% bounds]",
         "capped per-pair mean",
         "worst task",
         "n tasks / pairs",
         "errors / broken",
-        "status",
     ]
     rows = []
-    table = curve.table.sort_values(["task_class", "reduction"], kind="stable")
+    order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
+    table = curve.table.assign(
+        _class=curve.table["task_class"].map(lambda c: order.get(c, len(order))),
+        _rank=curve.table["arm"].map(lambda a: Arm.parse(str(a)).ladder_rank),
+    ).sort_values(["_class", "_rank"], kind="stable")
     table = table.assign(status=table["status"].str.replace("_", " "))
     for r in table.itertuples(index=False):
         name = "all classes" if r.task_class == ALL_CLASSES else str(r.task_class)
@@ -139,13 +145,13 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
             [
                 name,
                 _label(str(r.arm)),
+                str(r.status),
                 _pct(r.reduction),
                 f"{_pct(r.retention)} [{_interval(r.retention_low, r.retention_high)}]",
                 _pct(r.retention_mean),
                 _pct(r.worst_case),
                 f"{r.n_tasks} / {r.n_pairs}",
                 f"{r.n_errors} / {r.n_broken}",
-                str(r.status),
             ]
         )
     return header, rows

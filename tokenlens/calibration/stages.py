@@ -122,8 +122,18 @@ def calibration_key(config: CalibrationConfig, tasks: list[CalibrationTask], mod
             "tolerance": config.tolerance,
             "mode": config.mode,
             "llmlingua_model": config.llmlingua_model,
+            **_answer_style(config),
         },
     )
+
+
+def _answer_style(config: CalibrationConfig) -> dict[str, Any]:
+    """What the backend adds to every answer request (only the local backend adds any)."""
+    if config.resolved_backend() != "local":
+        return {}
+    from tokenlens.models.local import BRIEF_ANSWER_INSTRUCTION
+
+    return {"answer_instruction": BRIEF_ANSWER_INSTRUCTION}
 
 
 def judge_name_for(config: CalibrationConfig, model: str) -> str:
@@ -313,7 +323,13 @@ def answer_requests(
     tasks: list[CalibrationTask],
     compressions: list[CompressionRow],
 ) -> AnswerPlan:
-    """The request of every answer cell of a run with `config` (its seed is the sample's)."""
+    """The request of every answer cell of a run with `config` (its seed is the sample's).
+
+    On the local backend every request, the cleartext's and each arm's alike, ends with
+    the brief-answer instruction (`tokenlens.models.local.brief_answer`)."""
+    from tokenlens.models.local import brief_answer
+
+    brief = config.resolved_backend() == "local"
     by_cell = {(r["task_id"], r["arm"]): r for r in compressions}
     arm_keys = measured_arms(config, compressions)
     requests: dict[AnswerCell, CompletionRequest] = {}
@@ -328,6 +344,8 @@ def answer_requests(
                 blocked[cell] = f"compression {row['status']}: {row['reason']}"
                 continue
             body = json.loads(body_json)
+        if brief:
+            body = brief_answer(body)
         requests[cell] = CompletionRequest.from_body(
             body,
             model=model,

@@ -34,6 +34,14 @@ reply is still parsed and validated against the original schema. A retry after a
 reply uses a derived seed, and a greedy request is retried at `RETRY_TEMPERATURE` (the
 same seed, or greedy decoding, would repeat the same invalid reply). Generation cut off by
 `max_tokens` raises `TruncatedOutputError`.
+
+Free-text answers are sampled with a repetition penalty (`ANSWER_REPEAT_PENALTY`): at
+temperature 1 the 135M model otherwise falls into loops (a changelog line, a count) and
+most answers ran into `max_tokens`, so a class's cut-off answers could not be graded at
+all. The penalty is the same for every request, hence for every arm. It is part of the
+backend like the model file: it is not in the ledger key, so changing it calls for a new
+store (or a new `BRIEF_ANSWER_INSTRUCTION` text, which is). Structured (grammar) replies
+keep llama.cpp's default: a penalty there would fight the JSON syntax the grammar forces.
 """
 
 from __future__ import annotations
@@ -62,11 +70,14 @@ if TYPE_CHECKING:
     from llama_cpp.llama import LlamaState
 
 __all__ = [
+    "ANSWER_REPEAT_PENALTY",
+    "BRIEF_ANSWER_INSTRUCTION",
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_PROMPT_CACHE_BYTES",
     "OFFLINE_BANNER",
     "LocalClient",
     "PromptStateCache",
+    "brief_answer",
     "default_model_path",
     "resolve_model_path",
 ]
@@ -79,10 +90,21 @@ _INSTALL_HINT = (
     "(and llama-cpp-python==0.3.36, see scripts/setup.sh), or pass a GGUF file path"
 )
 OFFLINE_BANNER = (
-    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}) "
-    "and grades from the reference metric. These numbers describe the instrument on that "
-    "model, not Claude; do not apply a policy calibrated here to Claude traffic."
+    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}), "
+    "asked for brief answers (the same words on every arm), and grades from the reference "
+    "metric. These numbers describe the instrument on that model, not Claude; do not apply "
+    "a policy calibrated here to Claude traffic."
 )
+#: Appended to the last user message of every answer request of the local backend
+#: (`brief_answer`), after compression, so every arm gets it alike: the tiny model's
+#: answers are otherwise long, and a long answer is a cut-off one. It is part of the
+#: request, hence of the ledger key and (through `calibration_key`) the calibration id.
+BRIEF_ANSWER_INSTRUCTION = "Answer in at most three sentences."
+#: Repetition penalty of free-text answers (module docstring); 1.0 would turn it off.
+#: Measured with `BRIEF_ANSWER_INSTRUCTION` at 192 tokens on 6 of the offline tasks x 3
+#: seeds: 14 of 18 answers ended by themselves; on 4 of those tasks without the penalty,
+#: 4 of 12 (twice the tokens did not help: the answers that ran on were loops).
+ANSWER_REPEAT_PENALTY = 1.3
 #: Seed offset between retry attempts (a prime, so derived seeds do not collide soon).
 _RETRY_SEED_STEP = 1_000_003
 #: Grammar bound on strings with no maxLength: a tiny model under a grammar otherwise
@@ -122,6 +144,24 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
             "GGUF file"
         )
     return path.resolve()
+
+
+def brief_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """A Messages body with `BRIEF_ANSWER_INSTRUCTION` as a last text block of its last
+    user message (a new body; the input is not changed)."""
+    messages = [dict(m) for m in body["messages"]]
+    last = messages[-1]
+    if last.get("role") != "user":
+        messages.append({"role": "user", "content": BRIEF_ANSWER_INSTRUCTION})
+    else:
+        content = last["content"]
+        block = {"type": "text", "text": BRIEF_ANSWER_INSTRUCTION}
+        last["content"] = (
+            [{"type": "text", "text": content}, block]
+            if isinstance(content, str)
+            else [*content, block]
+        )
+    return {**body, "messages": messages}
 
 
 def default_threads() -> int:
@@ -308,7 +348,9 @@ class LocalClient:
                 temperature = RETRY_TEMPERATURE
             attempts += 1
             extra: dict[str, Any] = {}
-            if request.json_schema is not None:
+            if request.json_schema is None:
+                extra["repeat_penalty"] = ANSWER_REPEAT_PENALTY
+            else:
                 extra["response_format"] = {
                     "type": "json_object",
                     "schema": grammar_schema(request.json_schema),
