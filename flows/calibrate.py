@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 from uuid import UUID
@@ -30,6 +31,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
+from tokenlens.calibration.fanout import ensure_call_limits, run_shards
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
@@ -38,7 +40,8 @@ from tokenlens.calibration.session import (
     estimate_spend,
     open_calibration,
 )
-from tokenlens.calibration.stages import Calibration, Published, Row
+from tokenlens.calibration.shards import plan_shards, reopen_ledger
+from tokenlens.calibration.stages import Calibration, Published, Row, judge_name_for
 from tokenlens.calibration.summary import (
     curve_records,
     report_artifact,
@@ -59,7 +62,7 @@ from tokenlens.config import (
 )
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
-from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, TokenLensError
 from tokenlens.report import seed_lines
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
 
@@ -170,6 +173,51 @@ def _paid_calls(result: RoundsResult) -> int:
     return len(clear) + 2 * result.asked_pairs
 
 
+@dataclass(frozen=True)
+class FanOutSettings:
+    """How a run is split over a work pool (the flow's `shards` parameters)."""
+
+    shards: int
+    deployment: str
+    calls_limit: int | None
+    lost_after: float
+
+
+@task(**_STAGE_OPTIONS)
+def pay_in_shards(
+    cal: Calibration, tasks: list[CalibrationTask], fan_out: FanOutSettings
+) -> list[dict[str, Any]]:
+    """Pay for every answer and judge call in shards run by the pool's workers."""
+    logger = get_run_logger()
+    if fan_out.calls_limit is not None:
+        model = cal.model
+        models = {model, judge_name_for(cal.config, model)} - {"metric"}
+        names = ensure_call_limits(models, fan_out.calls_limit)
+        logger.info("global limits %s: %d calls in flight", ", ".join(names), fan_out.calls_limit)
+    specs = plan_shards(tasks, fan_out.shards)
+    shard_config = cal.config
+    if shard_config.max_spend is not None:  # the run's cap, shared out evenly
+        shard_config = shard_config.model_copy(
+            update={"max_spend": shard_config.max_spend / len(specs)}
+        )
+    runs = run_shards(
+        fan_out.deployment,
+        specs,
+        {
+            "config": shard_config.model_dump(mode="json"),
+            "run_id": cal.store.run_id,
+            "calibration_id": cal.calibration_id,
+        },
+        lost_after=fan_out.lost_after,
+        log=logger,
+    )
+    return [
+        {"shard": run.spec.index, "flow_run": run.name, "flow_run_id": str(run.flow_run_id),
+         **(run.result or {})}
+        for run in runs
+    ]  # fmt: skip
+
+
 @task(**_STAGE_OPTIONS)
 def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
     """Turn grades into the per-class quality curve of the deciding judge."""
@@ -219,6 +267,11 @@ def calibrate(
     fresh_sample: bool = False,
     fail_on_unresolved: bool = True,
     resume: str | None = None,
+    ledger: str | None = None,
+    shards: int | None = None,
+    shard_deployment: str = "calibrate-shard/shard",
+    calls_limit: int | None = None,
+    shard_lost_after: float = 600.0,
 ) -> dict[str, Any]:
     """Calibrate the compression ladder against answer quality and publish a policy.
 
@@ -259,6 +312,17 @@ def calibrate(
             class is unmeasurable, had no arm hold, or has too few tasks.
         resume: a run id to resume with its own seeds ("latest": the newest unfinished run);
             the other settings then come from that run.
+        ledger: where the call ledger lives (default <store>/ledger); an s3:// URL shares
+            paid calls between workers on different machines.
+        shards: split the paid work into this many shards, each a flow run of
+            `shard_deployment` that any worker of its pool may take; empty: this process
+            pays for everything (the default).
+        shard_deployment: the deployment that runs one shard ("flow/deployment").
+        calls_limit: with shards, model calls in flight across all workers, per model (the
+            Prefect global concurrency limit tokenlens-calls-<model>, created or resized);
+            empty: leave any existing limit as it is.
+        shard_lost_after: seconds without a heartbeat after which a running shard's worker
+            counts as gone (the shard is marked Crashed and the run fails naming it).
     """
     config = CalibrationConfig(
         tasks=tasks,
@@ -286,12 +350,23 @@ def calibrate(
         reports=reports,
         llmlingua_model=llmlingua_model,
         seed=seed,
+        ledger=ledger,
     )
+    fan_out = None
+    if shards:
+        fan_out = FanOutSettings(shards, shard_deployment, calls_limit, shard_lost_after)
+        if design == "sequential":
+            raise TokenLensError(
+                "shards: the sequential design decides each round from every task's grades; "
+                "run it without shards (or use design=fixed)"
+            )
     progress: Progress = ArtifactProgress()
     terminal = _terminal_progress()
     progress = FanOut([progress, terminal])
     try:
-        result = _calibrate(config, progress, fresh_sample=fresh_sample, resume=resume)
+        result = _calibrate(
+            config, progress, fresh_sample=fresh_sample, resume=resume, fan_out=fan_out
+        )
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()
@@ -309,7 +384,12 @@ def flow_parameters(config: CalibrationConfig, **options: Any) -> dict[str, Any]
 
 
 def _calibrate(
-    config: CalibrationConfig, progress: Progress, *, fresh_sample: bool, resume: str | None
+    config: CalibrationConfig,
+    progress: Progress,
+    *,
+    fresh_sample: bool,
+    resume: str | None,
+    fan_out: FanOutSettings | None = None,
 ) -> dict[str, Any]:
     logger = get_run_logger()
     cal, selected = open_calibration(
@@ -342,6 +422,10 @@ def _calibrate(
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
         estimate = estimate_spend(cal, selected, compressions).describe()
         logger.info("spend estimate: %s", estimate)
+        shard_runs: list[dict[str, Any]] = []
+        if fan_out is not None:
+            shard_runs = pay_in_shards(cal, selected, fan_out)
+            cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
         try:
             if config.design == "sequential":
                 rounds = sample_in_rounds(cal, selected, compressions)
@@ -380,6 +464,7 @@ def _calibrate(
         "spend_line": spend_line(cal.spend),
         "spent_usd": cal.spend.spent,
         "estimate": estimate,
+        "shards": shard_runs,
     }
 
 

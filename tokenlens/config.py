@@ -56,6 +56,9 @@ class CalibrationConfig(BaseModel):
     #: each decision is made (`tokenlens.decision.sequential`).
     design: Literal["fixed", "sequential"] = "fixed"
     store: Path = REPORTS_DIR / "store"
+    #: Where the call ledger lives when not `<store>/ledger`: an ``s3://`` URL shares the
+    #: paid calls with workers on other machines (sharded runs, `tokenlens.calibration.shards`).
+    ledger: str | None = None
     reports: Path = REPORTS_DIR
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL
     seed: int = 0

@@ -180,8 +180,13 @@ def compress_key(body: dict[str, Any], arm: Arm, settings: Any) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+def compress_stage(
+    cal: Calibration, tasks: list[CalibrationTask], *, write: bool = True
+) -> list[Row]:
     """Compress every task's body with every arm; reuse bodies already computed.
+
+    `write=False` leaves the compressions table alone (a shard compresses its own tasks
+    and records nothing but its paid calls).
 
     An arm that cannot run here (e.g. LLMLingua-2 without its weights) is recorded as
     `unavailable` with the reason for every task; it is never replaced by another rung.
@@ -239,7 +244,8 @@ def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
             done += 1
             cal.progress.advance("compress", done, total)
     cal.progress.finish("compress")
-    cal.store.write("compressions", rows, tables.COMPRESSIONS)
+    if write:
+        cal.store.write("compressions", rows, tables.COMPRESSIONS)
     return rows
 
 
