@@ -157,10 +157,13 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
         """Once both shards run and calls were made, SIGKILL one worker and its shard."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            busy = [w for w in workers if _children(w.pid)]
+            busy = [w for w in workers if _flow_runs(w.pid)]
             if len(busy) == 2 and len(answer_calls(anthropic)) >= 8:
                 victim = busy[0]
-                os.killpg(victim.pid, signal.SIGKILL)
+                tree = [victim.pid, *_descendants(victim.pid)]
+                killed["tree"] = {pid: _cmdline(pid) for pid in tree}
+                for pid in tree:
+                    os.kill(pid, signal.SIGKILL)
                 killed["worker"] = victim.pid
                 killed["ledger"] = {r.key for r in Ledger(ledger).records()}
                 killed["paid"] = len(answer_calls(anthropic))
@@ -188,6 +191,13 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
     assert killed["ledger"] and killed["paid"] >= 8
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -198,3 +208,15 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+def _flow_runs(worker: int) -> list[int]:
+    """The worker's flow-run processes (they run `prefect.engine`)."""
+    return [pid for pid in _descendants(worker) if "prefect.engine" in _cmdline(pid)]
