@@ -75,22 +75,27 @@ def workers(
     }
     prefect_cli(["work-pool", "create", POOL, "--type", "process", "--overwrite"], env)
     prefect_cli(["--no-prompt", "deploy", "--all"], env)
-    started = [
-        subprocess.Popen(
-            [PREFECT, "worker", "start", "--pool", POOL, "--type", "process",
-             "--name", f"shard-worker-{n}", "--limit", "1"],
-            cwd=REPO, env=env, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for n in (1, 2)
-    ]
+    started = [start_worker(f"shard-worker-{n}", env) for n in (1, 2)]
     try:
         yield started
     finally:
         for worker in started:
-            if worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGKILL)
+            for pid in [*_descendants(worker.pid), worker.pid]:
+                os.kill(pid, signal.SIGKILL)
             worker.wait(timeout=30)
+
+
+def start_worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`prefect worker start` taking one flow run at a time."""
+    command = ["worker", "start", "--pool", POOL, "--type", "process", "--limit", "1"]
+    return subprocess.Popen(
+        [PREFECT, *command, "--name", name],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def sharded(config: Any, ledger: str, **options: Any) -> dict[str, Any]:
@@ -110,9 +115,7 @@ def answer_keys(result: dict[str, Any]) -> set[str]:
 
 def most_in_flight(calls: list[Any]) -> int:
     """The most calls the server was answering at once (each ends at its timestamp)."""
-    edges = sorted(
-        [(c.timestamp - LATENCY, 1) for c in calls] + [(c.timestamp, -1) for c in calls]
-    )
+    edges = sorted([(c.timestamp - LATENCY, 1) for c in calls] + [(c.timestamp, -1) for c in calls])
     level = peak = 0
     for _, step in edges:
         level += step
