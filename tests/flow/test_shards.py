@@ -15,6 +15,7 @@ completes on the surviving worker, and no call the ledger had recorded is paid a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,7 +82,8 @@ def workers(
     finally:
         for worker in started:
             for pid in [*_descendants(worker.pid), worker.pid]:
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             worker.wait(timeout=30)
 
 
