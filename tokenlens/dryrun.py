@@ -148,13 +148,16 @@ def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
         if r.arm != CLEARTEXT
     ]
     ledger_dir = Path(config.store) / "ledger"
+    ledger = Ledger(config.ledger) if config.ledger else None
+    if ledger is None and ledger_dir.is_dir():
+        ledger = Ledger(ledger_dir)
     return plan_calls(
         config,
         model=run_model(config),
         backend=config.resolved_backend(),
         tasks=config.selected_tasks(),
         compressions=compressions,
-        ledger=Ledger(ledger_dir) if ledger_dir.is_dir() else None,
+        ledger=ledger,
     )
 
 

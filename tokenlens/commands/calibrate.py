@@ -69,6 +69,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "each arm's verdict is settled",
     )
     parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
+    parser.add_argument(
+        "--ledger", default=None, help="call ledger folder or URL (default: <store>/ledger)"
+    )
     parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
     parser.add_argument("--llmlingua-model", default=None)
     parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
@@ -116,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "concurrency": args.concurrency,
         "max_spend": args.max_spend,
         "store": args.store,
+        "ledger": args.ledger,
         "reports": args.reports,
         "llmlingua_model": args.llmlingua_model,
         "seed": args.seed,
