@@ -6,7 +6,8 @@ can take any shard; it then polls their states until all are final. A worker tha
 (SIGKILL, a lost machine) leaves its shard `Running` forever: the parent treats a shard
 that sent no sign of life (Prefect's flow run heartbeat, `PREFECT_FLOWS_HEARTBEAT_FREQUENCY`,
 or a state change) for `lost_after` seconds as lost, marks it `Crashed` and fails naming
-it. Every call the shards paid for is in the ledger, so a rerun pays only for the rest.
+it (a shard that never sent a heartbeat, e.g. with heartbeats turned off, is never judged
+lost: the parent then waits for it). Every call the shards paid for is in the ledger, so a rerun pays only for the rest.
 
 Global limits: every model call of a shard holds a slot of the Prefect global concurrency
 limit `tokenlens-calls-<model>` when that limit exists, so N workers on one API key keep
@@ -93,7 +94,15 @@ class LimitedClient:
             return self.inner.complete(request)
         from prefect.concurrency.sync import concurrency
 
-        with concurrency(limit_name(request.model), lease_duration=LEASE_SECONDS, strict=True):
+        # strict: the limit was seen when the shard started; if it vanished, fail the call
+        # rather than run unlimited. A failed lease renewal (an API blip) must not kill a
+        # call that is being paid for.
+        with concurrency(
+            limit_name(request.model),
+            lease_duration=LEASE_SECONDS,
+            strict=True,
+            raise_on_lease_renewal_failure=False,
+        ):
             return self.inner.complete(request)
 
 
@@ -189,8 +198,10 @@ def _wait(
                     continue
                 if state is None or not state.is_running():
                     continue  # scheduled or pending: waiting for a worker is not a loss
-                alive = _last_sign_of_life(client, run_id, state)
-                silent = (datetime.now(UTC) - alive).total_seconds()
+                alive = _last_heartbeat(client, run_id)
+                if alive is None:
+                    continue  # no heartbeat yet (or heartbeats off): nothing to judge by
+                silent = (datetime.now(UTC) - max(alive, state.timestamp)).total_seconds()
                 if silent > lost_after:
                     message = (
                         f"no heartbeat for {silent:.0f} s (limit {lost_after:.0f} s): "
@@ -205,11 +216,14 @@ def _wait(
     return [final[run_id] for run_id in started]
 
 
-def _last_sign_of_life(client: Any, run_id: UUID, state: Any) -> datetime:
-    """The newer of the run's last state change and its last heartbeat event."""
+def _last_heartbeat(client: Any, run_id: UUID) -> datetime | None:
+    """When the flow run last sent its heartbeat event (None: never, as far as we know).
+
+    A flow run sends its first heartbeat as it starts, so a shard with none has either
+    just started or runs with heartbeats off; neither is judged lost.
+    """
     from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
-    latest: datetime = state.timestamp
     page = client.read_events(
         filter=EventFilter(
             event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
@@ -217,9 +231,8 @@ def _last_sign_of_life(client: Any, run_id: UUID, state: Any) -> datetime:
         ),
         limit=1,
     )
-    for event in page.events:
-        latest = max(latest, event.occurred)
-    return latest
+    times: list[datetime] = [event.occurred for event in page.events]
+    return max(times) if times else None
 
 
 def _shard_result(client: Any, run_id: UUID) -> dict[str, Any] | None:
