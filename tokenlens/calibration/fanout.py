@@ -6,8 +6,9 @@ can take any shard; it then polls their states until all are final. A worker tha
 (SIGKILL, a lost machine) leaves its shard `Running` forever: the parent treats a shard
 that sent no sign of life (Prefect's flow run heartbeat, `PREFECT_FLOWS_HEARTBEAT_FREQUENCY`,
 or a state change) for `lost_after` seconds as lost, marks it `Crashed` and fails naming
-it (a shard that never sent a heartbeat, e.g. with heartbeats turned off, is never judged
-lost: the parent then waits for it). Every call the shards paid for is in the ledger, so a rerun pays only for the rest.
+it (a shard that never sent a heartbeat, e.g. with heartbeats turned off, is never
+judged lost: the parent then waits for it). Every call the shards paid for is in the
+ledger, so a rerun pays only for the rest.
 
 Global limits: every model call of a shard holds a slot of the Prefect global concurrency
 limit `tokenlens-calls-<model>` when that limit exists, so N workers on one API key keep
