@@ -15,12 +15,13 @@ Sections:
 - fan-out: a Prefect server, the loopback Anthropic server answering each call after
   `--latency` s, and `prefect worker start --type process` workers (one flow run at a
   time each). One calibration (12 tasks, metric judge) is paid by 1 worker (`shards=1`),
-  then by 2 workers (`shards=2`), both with the ledger in S3, then by 2 workers with a
-  local ledger. Each worker keeps `--concurrency` calls in flight, so the workload is
-  worker-bound: the ideal paying time halves with a second worker. Printed: the whole
+  then by 2 workers (`shards=2`), both with the store (tables, ledger, policy) in S3,
+  then by 2 workers with a local store (the workers share this machine's disk). Each
+  worker keeps `--concurrency` calls in flight, so the workload is worker-bound: the
+  ideal paying time halves with a second worker. Printed: the whole
   run's wall time (parent stages, shard start-up, paying, aggregate, publish) and the
   paying phase alone (first to last call at the server), their speed-ups, and what the
-  S3 ledger added against the local one.
+  S3 store added against the local one.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
         worker.wait()
 
 
-def bench_fan_out(args: argparse.Namespace, s3_root: Callable[[], str], tmp: Path) -> None:
+def bench_fan_out(args: argparse.Namespace, tmp: Path) -> None:
     """One calibration paid by 1 worker (one shard) vs 2 workers (two shards)."""
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
@@ -164,10 +165,10 @@ def bench_fan_out(args: argparse.Namespace, s3_root: Callable[[], str], tmp: Pat
         prefect_cli(["work-pool", "create", POOL, "--type", "process", "--overwrite"], env)
         prefect_cli(["--no-prompt", "deploy", "--all"], env)
         figures: dict[str, tuple[float, float, int]] = {}
-        for label, workers, ledger in (
-            ("1 worker,  S3 ledger   ", 1, s3_root()),
-            ("2 workers, S3 ledger   ", 2, s3_root()),
-            ("2 workers, local ledger", 2, str(tmp / f"ledger-{secrets.token_hex(3)}")),
+        for label, workers, root in (
+            ("1 worker,  S3 store   ", 1, f"s3://{new_bucket()}/nightly"),
+            ("2 workers, S3 store   ", 2, f"s3://{new_bucket()}/nightly"),
+            ("2 workers, local store", 2, str(tmp / f"nightly-{secrets.token_hex(3)}")),
         ):
             config = CalibrationConfig(
                 backend="anthropic",
@@ -180,8 +181,8 @@ def bench_fan_out(args: argparse.Namespace, s3_root: Callable[[], str], tmp: Pat
                 judge="metric",
                 concurrency=args.concurrency,
                 max_tokens=256,
-                store=tmp / f"store-{secrets.token_hex(3)}",
-                reports=tmp / f"reports-{secrets.token_hex(3)}",
+                store=f"{root}/store",
+                reports=f"{root}/reports",
             )
             pool = start_workers(workers, env)
             server.reset()
@@ -189,9 +190,7 @@ def bench_fan_out(args: argparse.Namespace, s3_root: Callable[[], str], tmp: Pat
             try:
                 start = time.perf_counter()
                 result = calibrate(
-                    **flow_parameters(
-                        config, ledger=ledger, shards=workers, fail_on_unresolved=False
-                    )
+                    **flow_parameters(config, shards=workers, fail_on_unresolved=False)
                 )
                 wall = time.perf_counter() - start
             finally:
@@ -212,7 +211,7 @@ def bench_fan_out(args: argparse.Namespace, s3_root: Callable[[], str], tmp: Pat
               f"{one[1] / two[1]:.2f}x paying phase")  # fmt: skip
         per_call = (two[1] - local[1]) * args.concurrency * 2 / two[2]
         print(
-            f"  S3 vs local ledger, 2 workers: {two[1] - local[1]:+.1f} s paying phase, "
+            f"  S3 vs local store, 2 workers: {two[1] - local[1]:+.1f} s paying phase, "
             f"{per_call * 1000:+.0f} ms per call (each worker slot's share)"
         )
 
@@ -253,7 +252,7 @@ def main() -> None:
             f"one calibration ({args.tasks_per_class} tasks x 3 classes, {args.repeats} "
             f"repeats), calls of {args.latency:g} s, {args.concurrency} in flight per worker:"
         )
-        bench_fan_out(args, s3_root, tmp)
+        bench_fan_out(args, tmp)
 
 
 if __name__ == "__main__":

@@ -49,12 +49,14 @@ from tokenlens.calibration.summary import (
     spend_text,
     table_cell,
     trend_markdown,
+    where_markdown,
 )
 from tokenlens.config import (
     DEFAULT_LLMLINGUA_MODEL,
     DEFAULT_METHODS,
     DEFAULT_RATES,
-    REPORTS_DIR,
+    DEFAULT_REPORTS,
+    DEFAULT_STORE,
     Backend,
     CalibrationConfig,
     DecisionMode,
@@ -260,14 +262,13 @@ def calibrate(
     max_spend: float | None = None,
     batch: bool = False,
     design: Literal["fixed", "sequential"] = "fixed",
-    store: Path = REPORTS_DIR / "store",
-    reports: Path = REPORTS_DIR,
+    store: str = DEFAULT_STORE,
+    reports: str = DEFAULT_REPORTS,
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL,
     seed: int = 0,
     fresh_sample: bool = False,
     fail_on_unresolved: bool = True,
     resume: str | None = None,
-    ledger: str | None = None,
     shards: int | None = None,
     shard_deployment: str = "calibrate-shard/shard",
     calls_limit: int | None = None,
@@ -302,8 +303,9 @@ def calibrate(
         batch: use the Message Batches API (half price, slower).
         design: fixed (every cell up front) or sequential (rounds; pay only until each
             arm's verdict is settled).
-        store: root of the Parquet tables and the call ledger.
-        reports: root of the published policies and reports.
+        store: root of the Parquet tables, run manifests and the call ledger: a folder on
+            the worker or a URL such as s3://bucket/prefix/store.
+        reports: root of the published policies and reports (folder or URL).
         llmlingua_model: LLMLingua-2 model (hub name or local path).
         seed: sample seed of a run that does not ask for a fresh sample.
         fresh_sample: draw new answer seeds for this run (a schedule sees drift); off, a
@@ -312,8 +314,6 @@ def calibrate(
             class is unmeasurable, had no arm hold, or has too few tasks.
         resume: a run id to resume with its own seeds ("latest": the newest unfinished run);
             the other settings then come from that run.
-        ledger: where the call ledger lives (default <store>/ledger); an s3:// URL shares
-            paid calls between workers on different machines.
         shards: split the paid work into this many shards, each a flow run of
             `shard_deployment` that any worker of its pool may take; empty: this process
             pays for everything (the default).
@@ -350,7 +350,6 @@ def calibrate(
         reports=reports,
         llmlingua_model=llmlingua_model,
         seed=seed,
-        ledger=ledger,
     )
     fan_out = None
     if shards:
@@ -454,7 +453,7 @@ def _calibrate(
         "seed": config.seed,
         "policy_path": str(published.policy_path),
         "report_path": str(published.report_path),
-        "store": str(cal.store.run_dir),
+        "store": cal.store.run_dir.url,
         "ledger": str(cal.ledger.calls_path),
         "exit_code": published.exit_code,
         "unresolved_classes": list(published.unresolved),
@@ -515,7 +514,7 @@ def _publish_artifacts(
             for entry in [*policy.classes.values(), policy.default]
         ],
         "",
-        f"Policy file on the worker: `{published.policy_path}`",
+        where_markdown("Policy file", published.policy_path) + ".",
     ]
     unavailable = stages.unavailable_arms(cal.store.read("compressions"))
     if unavailable:
@@ -527,7 +526,7 @@ def _publish_artifacts(
         description="The published policy: ✓ measured, ? provisional, — none.",
     )
     create_markdown_artifact(
-        markdown=report_artifact(published, tables_dir=str(cal.store.run_dir)),
+        markdown=report_artifact(published, tables_dir=cal.store.run_dir.url),
         key=KEY_REPORT,
         description="The calibration report (verdicts, per-class table, noise floors, plot).",
     )

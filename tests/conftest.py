@@ -1,14 +1,20 @@
-"""Session-wide test settings.
+"""Session-wide test settings and the loopback Anthropic server.
 
-Environment first, before anything imports prefect or huggingface: Prefect must not
-write to ~/.prefect or phone home, and hub loads must fail fast instead of retrying a
-network this machine does not have.
+The environment is set when this file loads, before any test module imports prefect or
+huggingface: Prefect must not write to ~/.prefect or phone home, and hub loads must fail
+fast instead of retrying a network this machine does not have. (The imports above it read
+none of these variables at import time.)
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from tokenlens.testing import FakeAnthropic
 
 _SESSION_DIR = tempfile.mkdtemp(prefix="tokenlens-tests-")
 os.environ["PREFECT_HOME"] = os.path.join(_SESSION_DIR, "prefect")
@@ -22,25 +28,16 @@ os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(_SESSION_DIR, "tiktoken")
 os.environ.pop("ANTHROPIC_API_KEY", None)
 
 
-# --- loopback Anthropic server (models helper) ---
-# A real HTTP server on 127.0.0.1 speaking the Anthropic API (tokenlens.testing.FakeAnthropic).
-# `anthropic_server` lives for the session; `fake_anthropic` hands it to one test with an
-# empty request log, no faults and default settings, and restores those afterwards.
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-
-from tokenlens.testing import FakeAnthropic  # noqa: E402
-
-
 @pytest.fixture(scope="session")
 def anthropic_server() -> Iterator[FakeAnthropic]:
+    """A real HTTP server on 127.0.0.1 speaking the Anthropic Messages API, for the session."""
     with FakeAnthropic(seed=1234) as server:
         yield server
 
 
 @pytest.fixture
 def fake_anthropic(anthropic_server: FakeAnthropic) -> Iterator[FakeAnthropic]:
+    """The session's server for one test: empty request log, no faults, default settings."""
     settings = anthropic_server.settings()
     anthropic_server.reset()
     try:
@@ -48,6 +45,3 @@ def fake_anthropic(anthropic_server: FakeAnthropic) -> Iterator[FakeAnthropic]:
     finally:
         anthropic_server.reset()
         anthropic_server.configure(**settings)
-
-
-# --- end loopback Anthropic server ---

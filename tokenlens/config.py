@@ -20,6 +20,9 @@ DEFAULT_RATES: tuple[float, ...] = (0.8, 0.6, 0.4)
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
 DEFAULT_LLMLINGUA_MODEL = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
 REPORTS_DIR = Path("reports")
+#: Defaults of `store` and `reports`: local folders; either may be a URL (`s3://...`).
+DEFAULT_REPORTS = "reports"
+DEFAULT_STORE = "reports/store"
 
 Backend = Literal["auto", "anthropic", "local"]
 JudgeKind = Literal["metric", "llm", "both"]
@@ -55,13 +58,23 @@ class CalibrationConfig(BaseModel):
     #: fixed: every task x arm x repeat up front; sequential: rounds that pay only until
     #: each decision is made (`tokenlens.decision.sequential`).
     design: Literal["fixed", "sequential"] = "fixed"
-    store: Path = REPORTS_DIR / "store"
-    #: Where the call ledger lives when not `<store>/ledger`: an ``s3://`` URL shares the
-    #: paid calls with workers on other machines (sharded runs, `tokenlens.calibration.shards`).
-    ledger: str | None = None
-    reports: Path = REPORTS_DIR
+    #: Where the run tables, manifests and the call ledger live; `reports`: where the
+    #: policies and reports are published. A local path or an fsspec URL such as
+    #: ``s3://bucket/prefix`` (see `tokenlens.storage`); kept as text, since a `Path`
+    #: would fold ``s3://`` into ``s3:/``.
+    store: str = DEFAULT_STORE
+    reports: str = DEFAULT_REPORTS
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL
     seed: int = 0
+
+    @field_validator("store", "reports", mode="before")
+    @classmethod
+    def _location_text(cls, value: object) -> object:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty location; give a folder or a URL such as s3://bucket/prefix")
+        return value
 
     @field_validator("rates")
     @classmethod

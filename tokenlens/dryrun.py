@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tokenlens.calibration.estimate import CallPlan
@@ -30,6 +29,7 @@ from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
 from tokenlens.errors import ArmUnavailable, TokenLensError
 from tokenlens.ledger import Ledger
 from tokenlens.pricing import PRICES_AS_OF
+from tokenlens.storage import location
 from tokenlens.tokens import TOKENIZER_NOTE
 
 CLEARTEXT = "cleartext"
@@ -147,17 +147,14 @@ def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
         for r in rows
         if r.arm != CLEARTEXT
     ]
-    ledger_dir = Path(config.store) / "ledger"
-    ledger = Ledger(config.ledger) if config.ledger else None
-    if ledger is None and ledger_dir.is_dir():
-        ledger = Ledger(ledger_dir)
+    ledger_dir = location(config.store).child("ledger")
     return plan_calls(
         config,
         model=run_model(config),
         backend=config.resolved_backend(),
         tasks=config.selected_tasks(),
         compressions=compressions,
-        ledger=ledger,
+        ledger=Ledger(ledger_dir) if ledger_dir.exists() else None,
     )
 
 

@@ -1,4 +1,7 @@
-"""How numbers and arms are written for people: one place for report, dashboard and CLI."""
+"""How numbers and arms are written for people: one place for report, dashboard and CLI.
+
+Light on purpose (no pandas, no numpy): the proxy's dashboard imports it.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +10,45 @@ from typing import Any
 
 from tokenlens.compress.arms import Arm
 
+#: What a missing figure reads as in reports and the CLI; the dashboard passes "–".
+MISSING = "n/a"
 
-def pct(value: Any, digits: int = 1) -> str:
-    """A fraction as a percentage; "n/a" for None/NaN (never "nan%")."""
+
+def _number(value: Any) -> float | None:
+    """A finite-or-infinite float, or None for None/NaN/non-numbers."""
     if value is None:
-        return "n/a"
+        return None
     try:
         number = float(value)
     except (TypeError, ValueError):
-        return "n/a"
-    if math.isnan(number):
-        return "n/a"
+        return None
+    return None if math.isnan(number) else number
+
+
+def pct(value: Any, digits: int = 1, *, missing: str = MISSING) -> str:
+    """A fraction as a percentage; `missing` for None/NaN (never "nan%")."""
+    number = _number(value)
+    if number is None:
+        return missing
     return f"{100 * number:.{digits}f}%"
 
 
 def interval(low: Any, high: Any, digits: int = 1) -> str:
-    if pct(low) == "n/a" or pct(high) == "n/a":
-        return "n/a"
+    if _number(low) is None or _number(high) is None:
+        return MISSING
     return f"{pct(low, digits)}–{pct(high, digits)}"
+
+
+def usd(value: float | None, *, missing: str = MISSING) -> str:
+    """Dollars: four decimals below $1 (savings start small), cents above."""
+    if value is None:
+        return missing
+    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def count(value: int | None, *, missing: str = MISSING) -> str:
+    """An integer with thousands separators."""
+    return missing if value is None else f"{value:,}"
 
 
 def arm_label(arm_key: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenlens import metric
 from tokenlens.errors import JudgeError
 from tokenlens.models.base import CompletionRequest, Message, ModelClient
 
@@ -324,19 +325,15 @@ class MetricJudge:
     """The reference-metric judge: `tokenlens.metric.score` of each answer vs the reference.
 
     No model call and symmetric in position, so `both_orders` changes nothing. The
-    scorer can be injected (tests); by default it is imported on first use.
+    scorer can be injected (tests).
     """
 
     name = "metric"
 
     def __init__(self, scorer: Scorer | None = None) -> None:
-        self._scorer = scorer
+        self._scorer: Scorer = scorer if scorer is not None else metric.score
 
     def _score(self, answer: str, reference: str, key: str) -> float:
-        if self._scorer is None:
-            from tokenlens.metric import score
-
-            self._scorer = score
         value = self._scorer(answer, reference)
         if not isinstance(value, int | float) or not math.isfinite(value):
             raise JudgeError(f"metric {key}: score {value!r} is not a number")

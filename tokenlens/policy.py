@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.compress.arms import Arm
 from tokenlens.errors import PolicyError
+from tokenlens.storage import Location, StorageError, is_url, location
 
 SCHEMA_VERSION = 1
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
@@ -133,7 +134,15 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         raise PolicyError(f"{source}: invalid policy at '{where}': {first['msg']}") from exc
 
 
-def load_policy(path: str | Path) -> Policy:
+def load_policy(path: str | Path | Location) -> Policy:
+    """Read and validate a policy file: a local path or a store URL (`tokenlens.storage`)."""
+    if isinstance(path, Location) or is_url(path):
+        where = location(path)
+        try:
+            text = where.read_text()
+        except (OSError, StorageError) as exc:
+            raise PolicyError(f"{where}: cannot read policy ({exc})") from exc
+        return parse_policy(text, where.url)
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -182,11 +191,16 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_policy(policy: Policy, directory: str | Path = DEFAULT_POLICY_DIR) -> Path:
-    """Publish to `<dir>/<calibration-id>.json` and `<dir>/latest.json`, each atomically."""
-    folder = Path(directory)
+def write_policy(policy: Policy, directory: str | Path | Location = DEFAULT_POLICY_DIR) -> Location:
+    """Publish to `<dir>/<calibration-id>.json` and `<dir>/latest.json`, each all at once.
+
+    `directory` is a folder or a store URL (``s3://bucket/prefix/policy``): locally each
+    file is replaced atomically with the umask's mode (`tokenlens.storage`), on an object
+    store each is one PUT, which a reader (the proxy's `--policy s3://.../latest.json`)
+    sees whole or not at all."""
+    folder = location(directory)
     text = policy.model_dump_json(indent=2) + "\n"
-    target = folder / f"{policy.calibration_id}.json"
-    atomic_write_text(target, text)
-    atomic_write_text(folder / "latest.json", text)
+    target = folder.child(f"{policy.calibration_id}.json")
+    target.write_text(text)
+    folder.child("latest.json").write_text(text)
     return target

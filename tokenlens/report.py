@@ -2,15 +2,14 @@
 
 It prints what the policy decided and why: the seed-style one-liners, the per-class
 table, every arm of the curve with its error bar, the noise floors, the arms ignored
-after a failure, and (when two judges ran) how far they agreed. Anything that came from
-data is escaped in HTML. The plot uses matplotlib's object API on the Agg canvas, so it
-never touches pyplot's global backend.
+after a failure, and (when two judges ran) how far they agreed. The HTML page comes from
+an autoescaped Jinja2 template (`templates/report.html.j2`). The plot uses matplotlib's
+object API on the Agg canvas, so it never touches pyplot's global backend.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,9 @@ from tokenlens.decision.applied import AppliedRetention
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
-from tokenlens.policy import Policy, PolicyEntry, atomic_write_text
+from tokenlens.policy import Policy, PolicyEntry
+from tokenlens.storage import Location, location
+from tokenlens.templating import render
 
 LOCAL_MODEL_BANNER = (
     "Offline numbers describe the instrument on a tiny local model, not Claude. "
@@ -51,9 +52,11 @@ _STATUS_COLOUR = {
 
 @dataclass(frozen=True)
 class ReportPaths:
-    markdown: Path
-    html: Path
-    plot: Path
+    """Where the report went: local files or objects of a store URL (`tokenlens.storage`)."""
+
+    markdown: Location
+    html: Location
+    plot: Location
 
 
 def _arm_text(entry: PolicyEntry) -> str:
@@ -302,14 +305,6 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _summary(policy: Policy, curve: Curve) -> list[str]:
     return [
         f"Calibration {policy.calibration_id}, created {policy.created.isoformat()}",
@@ -358,16 +353,6 @@ def render_markdown(
     return "\n".join(parts)
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;vertical-align:top}
-th{background:#f2f2f2} pre{background:#f7f7f7;padding:1em;overflow-x:auto}
-.banner{background:#fff3cd;border:1px solid #e0c060;padding:.8em;font-weight:bold}
-img{max-width:100%}
-"""
-
-
 def render_html(
     policy: Policy,
     curve: Curve,
@@ -378,42 +363,28 @@ def render_html(
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
 ) -> str:
-    esc = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>TokenLens calibration {esc(policy.calibration_id)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>TokenLens calibration report</h1>",
-    ]
-    if local_model:
-        parts.append(f"<p class='banner'>{esc(LOCAL_MODEL_BANNER)}</p>")
-    parts += [f"<p>{esc(line)}</p>" for line in _summary(policy, curve)]
-    parts += ["<h2>Policy</h2>", f"<pre>{esc(chr(10).join(seed_lines(policy)))}</pre>"]
-    if unavailable:
-        items = "".join(
-            f"<li><code>{esc(arm)}</code> was unavailable: {esc(reason)}</li>"
-            for arm, reason in unavailable.items()
-        )
-        parts += ["<h2>Not measured</h2>", f"<ul>{items}</ul>"]
-    parts += ["<h2>Per class</h2>", _html_table(*_class_table(policy))]
-    if applied:
-        parts += ["<h2>Policy as applied</h2>", f"<p>{esc(APPLIED_WORDS)}</p>"]
-        parts.append(_html_table(*_applied_table(applied)))
-    encoded = base64.b64encode(png).decode("ascii")
-    parts.append(f"<img alt='reduction vs retention' src='data:image/png;base64,{encoded}'>")
-    parts += ["<h2>Noise floors</h2>", _html_table(*_floor_table(curve))]
-    parts += ["<h2>Every arm</h2>", _html_table(*_curve_table(curve))]
-    if agreement is not None:
-        items = "".join(f"<li>{esc(line)}</li>" for line in _agreement_lines(agreement))
-        parts += ["<h2>Judge agreement</h2>", f"<ul>{items}</ul>"]
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    """The report as one page (template `report.html.j2`), the plot inlined as a data URI."""
+    return render(
+        "report.html.j2",
+        calibration_id=policy.calibration_id,
+        banner=LOCAL_MODEL_BANNER if local_model else None,
+        summary=_summary(policy, curve),
+        policy_text="\n".join(seed_lines(policy)),
+        unavailable=list((unavailable or {}).items()),
+        class_table=_class_table(policy),
+        applied_words=APPLIED_WORDS,
+        applied_table=_applied_table(applied) if applied else None,
+        png_base64=base64.b64encode(png).decode("ascii"),
+        floor_table=_floor_table(curve),
+        curve_table=_curve_table(curve),
+        agreement_lines=_agreement_lines(agreement) if agreement is not None else [],
+    )
 
 
 def write_report(
     policy: Policy,
     curve: Curve,
-    folder: str | Path,
+    folder: str | Path | Location,
     *,
     name: str = "calibration",
     agreement: JudgeAgreement | None = None,
@@ -421,18 +392,18 @@ def write_report(
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
 ) -> ReportPaths:
-    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each atomically.
+    """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each all at once
+    (`folder`: a path or a store URL).
 
     `unavailable` maps arm keys that could not run here (e.g. LLMLingua-2 without its
     weights) to the reason, so the report says what was not measured instead of omitting it.
     """
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    out = location(folder)
     png = plot_curve(curve, policy)
-    paths = ReportPaths(out / f"{name}.md", out / f"{name}.html", out / f"{name}.png")
-    tmp = paths.plot.with_name(f".{paths.plot.name}.tmp")
-    tmp.write_bytes(png)
-    tmp.replace(paths.plot)
+    paths = ReportPaths(
+        out.child(f"{name}.md"), out.child(f"{name}.html"), out.child(f"{name}.png")
+    )
+    paths.plot.write_bytes(png)
     markdown = render_markdown(
         policy,
         curve,
@@ -442,7 +413,7 @@ def write_report(
         unavailable=unavailable,
         applied=applied,
     )
-    atomic_write_text(paths.markdown, markdown)
+    paths.markdown.write_text(markdown)
     page = render_html(
         policy,
         curve,
@@ -452,5 +423,5 @@ def write_report(
         unavailable=unavailable,
         applied=applied,
     )
-    atomic_write_text(paths.html, page)
+    paths.html.write_text(page)
     return paths

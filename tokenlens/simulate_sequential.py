@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from tokenlens.decision import aggregate, decide
+from tokenlens.decision import Curve, aggregate, decide
 from tokenlens.decision.sequential import (
     Cell,
     ClassPlan,
@@ -75,8 +75,6 @@ class DesignTally:
 
 
 def _chosen(curve_table: pd.DataFrame, tolerance: float, mode: str) -> str | None:
-    from tokenlens.decision import Curve
-
     curve = Curve(curve_table, tolerance, mode, "sim-judge")  # type: ignore[arg-type]
     entry = decide(curve, calibration_id="simulation", model="sim").classes.get("sim")
     return None if entry is None or entry.arm is None else entry.arm.key

@@ -91,6 +91,14 @@ class Location:
             raise StorageError(f"{self.url}: cannot read ({exc})") from exc
         return data
 
+    def read_text(self, encoding: str = "utf-8") -> str:
+        """The object as text; FileNotFoundError (unwrapped) when it is not there."""
+        data = self.read_bytes()
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise StorageError(f"{self.url}: not {encoding} text ({exc})") from exc
+
     def read_many(self, locations: list[Location]) -> dict[str, bytes]:
         """Bytes of many objects of this filesystem at once (concurrent on S3).
 
@@ -130,6 +138,20 @@ class Location:
         )
         return [Location(self.fs, _strip_protocol(n, self.protocol), self.protocol) for n in names]
 
+    def folders(self) -> list[Location]:
+        """Sub-folders directly under this folder (S3: common prefixes), sorted; [] if none."""
+        try:
+            entries = self.fs.ls(self.path, detail=True)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"{self.url}: cannot list ({exc})") from exc
+        names = sorted(str(e["name"]) for e in entries if e.get("type") == "directory")
+        return [
+            Location(self.fs, _strip_protocol(n, self.protocol).rstrip("/"), self.protocol)
+            for n in names
+        ]
+
     # -- writing -----------------------------------------------------------------
 
     def mkdirs(self) -> None:
@@ -151,6 +173,10 @@ class Location:
                 self.fs.pipe_file(self.path, data)
         except OSError as exc:
             raise StorageError(f"{self.url}: cannot write ({exc})") from exc
+
+    def write_text(self, text: str) -> None:
+        """Replace the object with UTF-8 text, all at once (`write_bytes`)."""
+        self.write_bytes(text.encode("utf-8"))
 
     def create(self, data: bytes) -> bool:
         """Write the object only if it does not exist yet; False when it already does.
@@ -278,6 +304,11 @@ def location(where: str | Path | Location) -> Location:
     if not path.strip("/"):
         raise StorageError(f"{text}: the URL names no bucket or folder")
     return Location(fs, str(path).rstrip("/"), protocol)
+
+
+def join(base: str | Path | Location, *parts: str) -> str:
+    """`base` (a path or URL) with `parts` appended, as a path or URL again."""
+    return location(base).child(*parts).url
 
 
 def unique_name(prefix: str, suffix: str) -> str:

@@ -114,7 +114,7 @@ def test_nightly_override_one_parameter_and_fail_loudly(
     # Loud failure: Failed, naming the class, after everything was published.
     assert run.state is not None and run.state.is_failed(), run.state
     assert "extraction" in (run.state.message or ""), run.state.message
-    latest = load_policy(config.reports / "policy" / "latest.json")
+    latest = load_policy(Path(config.reports) / "policy" / "latest.json")
     assert latest.run_id == manifest.run_id and latest.classes["extraction"].verdict == "none"
     assert {a.key for a in artifacts} == {KEY_POLICY, KEY_CURVE, KEY_REPORT}
     # What the README's automation (automations/calibration-failed.yaml) reacts to.

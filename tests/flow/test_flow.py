@@ -116,7 +116,7 @@ def test_full_run_then_rerun_makes_no_calls(
 
     policy = load_policy(result["policy_path"])
     assert set(policy.classes) == {"extraction", "numeric-reasoning"}
-    latest_path = config.reports / "policy" / "latest.json"
+    latest_path = Path(config.reports) / "policy" / "latest.json"
     latest = json.loads(latest_path.read_text())
     assert latest["calibration_id"] == policy.calibration_id == result["calibration_id"]
     assert latest["run_id"] == policy.run_id == result["run_id"]
@@ -271,10 +271,10 @@ def test_same_command_twice_is_free_fresh_samples_make_new_calls(
     assert len(runs) == 4 and all(m.status == "finished" for m in runs)
     assert len({m.calibration_id for m in runs}) == 1  # four runs of one calibration
     for manifest in runs:  # each kept its own policy and tables
-        policy = load_policy(config.reports / "runs" / manifest.run_id / "policy.json")
+        policy = load_policy(Path(config.reports) / "runs" / manifest.run_id / "policy.json")
         assert policy.run_id == manifest.run_id
-        assert (config.store / "runs" / manifest.run_id / "grades.parquet").is_file()
-    latest = load_policy(config.reports / "policy" / "latest.json")
+        assert (Path(config.store) / "runs" / manifest.run_id / "grades.parquet").is_file()
+    latest = load_policy(Path(config.reports) / "policy" / "latest.json")
     assert latest.run_id == runs[-1].run_id
 
 

@@ -95,7 +95,7 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
         "the held requests to end",
     )
     before_rerun = ok_answers(anthropic)
-    journals = list((config.store / "ledger").glob("journal-*.jsonl"))
+    journals = list((Path(config.store) / "ledger").glob("journal-*.jsonl"))
     assert journals, "the killed run left its journal behind"
 
     [victim_run] = list_runs(config.store)
@@ -108,7 +108,7 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
     [resumed] = list_runs(config.store)  # the same run, not a new one
     assert (resumed.run_id, resumed.seed) == (victim_run.run_id, victim_run.seed)
     assert resumed.status == "finished"
-    answers = pq.read_table(config.store / "runs" / resumed.run_id / "answers.parquet")
+    answers = pq.read_table(Path(config.store) / "runs" / resumed.run_id / "answers.parquet")
     rows = answers.to_pylist()
     unique_cells = {a["call_key"] for a in rows}
     assert len(rows) == 4 * 3 * 5 and not [a for a in rows if a["error"]]
@@ -118,4 +118,4 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
     assert ok_answers(anthropic) == len(unique_cells)  # not one more
     paid_now = len(unique_cells) - before_rerun
     assert paid_now > 0 and f"({paid_now} new calls this run)" in capsys.readouterr().out
-    assert not list((config.store / "ledger").glob("journal-*.jsonl"))  # compacted
+    assert not list((Path(config.store) / "ledger").glob("journal-*.jsonl"))  # compacted

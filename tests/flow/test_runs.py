@@ -18,7 +18,7 @@ from tokenlens.calibration.runs import (
     reopen_run,
     start_run,
 )
-from tokenlens.calibration.summary import table_cell
+from tokenlens.calibration.summary import table_cell, where_markdown
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.policy import atomic_write_text, new_file_mode
@@ -121,6 +121,13 @@ def test_table_cells_are_not_turned_into_links_or_bold() -> None:
     assert table_cell("prune@0.4") == "prune&#64;0.4"
     assert table_cell("__all__") == "\\_\\_all\\_\\_"
     assert table_cell("a|b") == "a\\|b"
+
+
+def test_artifacts_link_a_stored_file_only_where_a_browser_opens_it() -> None:
+    assert where_markdown("report", "https://h/r.html") == "[report](https://h/r.html)"
+    assert where_markdown("report", "s3://b/p/r.html") == "report `s3://b/p/r.html`"
+    assert where_markdown("report", "/srv/r.html") == "report `/srv/r.html` on the worker"
+    assert where_markdown("report", "file:///srv/r.html") == "report `/srv/r.html` on the worker"
 
 
 def test_every_setting_is_a_described_flow_parameter_with_the_configs_default() -> None:

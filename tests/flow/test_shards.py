@@ -1,22 +1,23 @@
 """One calibration sharded over two real Prefect process workers (issue 16, fan-out).
 
 Everything is real and on loopback: the session's Prefect server, moto's S3 server (the
-ledger lives in a bucket), the loopback Anthropic server, and two `prefect worker start
---type process` workers (one flow run at a time each, so each takes one shard). The
-parent flow runs in the test process against the same Prefect API.
+store and reports, ledger included, live in a bucket), the loopback Anthropic server,
+and two `prefect worker start --type process` workers (one flow run at a time each, so
+each takes one shard). The parent flow runs in the test process against the same
+Prefect API.
 
 What must hold: the shards ran on both workers; every answer cell was paid exactly once
 (the server's request log against the distinct call keys) and the parent paid nothing;
-the ledger is in the bucket; the per-model global limit held across both workers. Then
-with one worker SIGKILLed mid-shard: the run fails naming the lost shard, a rerun
-completes on the surviving worker, and no call the ledger had recorded is paid again
-(only the killed shard's calls in flight at the kill, at most its `concurrency`).
+the ledger, tables and policy are in the bucket; the per-model global limit held across
+both workers. Then with one worker SIGKILLed mid-shard: the run fails naming the lost
+shard, a rerun completes on the surviving worker, and no call the ledger had recorded is
+paid again (only the killed shard's calls in flight at the kill, at most its
+`concurrency`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -27,12 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
+import s3fs
 
 from flows.calibrate import calibrate, flow_parameters
 from tokenlens.calibration.shards import ShardError
 from tokenlens.ledger import Ledger
+from tokenlens.storage import location, read_parquet
 from tokenlens.testing import FakeAnthropic
 from tokenlens.testing.loopback_s3 import loopback_s3, new_bucket
 
@@ -100,10 +102,23 @@ def start_worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def sharded(config: Any, ledger: str, **options: Any) -> dict[str, Any]:
-    params = flow_parameters(config, ledger=ledger, shards=2, fail_on_unresolved=False)
+def sharded(config: Any, **options: Any) -> dict[str, Any]:
+    params = flow_parameters(config, shards=2, fail_on_unresolved=False)
     result: dict[str, Any] = calibrate(**{**params, **options})
     return result
+
+
+def in_bucket(make_config: Any, **overrides: Any) -> Any:
+    """A small config whose store and reports are in a fresh bucket."""
+    root = f"s3://{new_bucket()}/nightly"
+    return make_config(store=f"{root}/store", reports=f"{root}/reports", **overrides)
+
+
+def objects(root: str) -> set[str]:
+    """Every object under an s3:// prefix, relative to it."""
+    fs: Any = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+    prefix = root.removeprefix("s3://")
+    return {str(p)[len(prefix) + 1 :] for p in fs.find(prefix)}
 
 
 def answer_calls(server: FakeAnthropic) -> list[Any]:
@@ -111,7 +126,7 @@ def answer_calls(server: FakeAnthropic) -> list[Any]:
 
 
 def answer_keys(result: dict[str, Any]) -> set[str]:
-    rows = pq.read_table(Path(result["store"]) / "answers.parquet").to_pylist()
+    rows = read_parquet(location(f"{result['store']}/answers.parquet")).to_pylist()
     return {row["call_key"] for row in rows if row["call_key"]}
 
 
@@ -126,12 +141,17 @@ def most_in_flight(calls: list[Any]) -> int:
 
 
 def test_one_calibration_sharded_over_two_workers(
-    workers: list[subprocess.Popen[bytes]], anthropic: FakeAnthropic, make_config: Any
+    workers: list[subprocess.Popen[bytes]],
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a stray local write would land here
     anthropic.configure(latency_s=LATENCY)
-    ledger = f"s3://{new_bucket()}/store/ledger"
-    config = make_config(repeats=1, concurrency=4)
-    result = sharded(config, ledger, calls_limit=3)
+    config = in_bucket(make_config, repeats=1, concurrency=4)
+    ledger = f"{config.store}/ledger"
+    result = sharded(config, calls_limit=3)
 
     # Both workers ran a shard: the shard's launching process is a worker we started.
     shards = result["shards"]
@@ -142,10 +162,16 @@ def test_one_calibration_sharded_over_two_workers(
     keys = answer_keys(result)
     assert len(answer_calls(anthropic)) == len(keys) == sum(s["new_calls"] for s in shards)
     assert result["new_calls"] == 0
-    # The ledger is in the bucket, with every call.
+    # Everything is in the bucket: the ledger with every call, tables, policy, report.
     assert result["ledger"].startswith(ledger)
     stored = Ledger(ledger)
     assert all(key in stored for key in keys)
+    run_id = result["run_id"]
+    in_store, in_reports = objects(config.store), objects(config.reports)
+    for name in ("run.json", "tasks.parquet", "answers.parquet", "grades.parquet"):
+        assert f"runs/{run_id}/{name}" in in_store, name
+    assert {f"runs/{run_id}/policy.json", "policy/latest.json"} <= in_reports
+    assert list(tmp_path.iterdir()) == []  # nothing written to the local disk
     # The per-model global limit held across both workers (each alone allows 4).
     assert 1 < most_in_flight(answer_calls(anthropic)) <= 3
 
@@ -154,8 +180,8 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
     workers: list[subprocess.Popen[bytes]], anthropic: FakeAnthropic, make_config: Any
 ) -> None:
     anthropic.configure(latency_s=LATENCY)
-    ledger = f"s3://{new_bucket()}/store/ledger"
-    config = make_config(repeats=2, concurrency=2)
+    config = in_bucket(make_config, repeats=2, concurrency=2)
+    ledger = f"{config.store}/ledger"
     killed: dict[str, Any] = {}
 
     def kill_a_worker_mid_shard() -> None:
@@ -178,21 +204,21 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
     killer = threading.Thread(target=kill_a_worker_mid_shard, daemon=True)
     killer.start()
     with pytest.raises(ShardError, match=r"shard \d/2 .*CRASHED.*no heartbeat"):
-        sharded(config, ledger, shard_lost_after=45.0)
+        sharded(config, shard_lost_after=45.0)
     killer.join(timeout=5)
     assert "worker" in killed, "no worker was killed"
 
-    result = sharded(config, ledger, shard_lost_after=45.0)  # the survivor runs both
+    result = sharded(config, shard_lost_after=45.0)  # the survivor runs both
     survivor = next(w.pid for w in workers if w.pid != killed["worker"])
     assert {s["launcher_pid"] for s in result["shards"]} == {survivor}
     assert result["new_calls"] == 0
     keys = answer_keys(result)
-    paid = [json.dumps(r.body, sort_keys=True) for r in answer_calls(anthropic)]
+    paid = len(answer_calls(anthropic))
     assert set(keys) <= {r.key for r in Ledger(ledger).records()}
     # Nothing recorded before the kill was paid again: the only extra calls are those
     # the killed shard had in flight (paid, never recorded), at most its concurrency.
-    extra = len(paid) - len(keys)
-    assert 0 <= extra <= config.concurrency, (len(paid), len(keys))
+    extra = paid - len(keys)
+    assert 0 <= extra <= config.concurrency, (paid, len(keys))
     assert killed["ledger"] and killed["paid"] >= 8
 
 

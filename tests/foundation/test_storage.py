@@ -11,7 +11,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tokenlens.storage import Location, StorageError, location, read_parquet, write_parquet
+from tokenlens.storage import (
+    Location,
+    StorageError,
+    join,
+    location,
+    read_parquet,
+    write_parquet,
+)
 from tokenlens.testing.loopback_s3 import loopback_s3, new_bucket
 
 
@@ -58,6 +65,18 @@ def test_only_one_of_many_concurrent_creators_wins(root: Location) -> None:
     if root.local:  # link(2) is atomic; moto's check-then-store is not (see loopback_s3)
         assert len(wins) == 1
     assert target.read_bytes() in {str(n).encode() for n in wins}
+
+
+def test_folders_text_and_join(root: Location) -> None:
+    runs = root.child("runs")
+    for run in ("r2", "r1"):
+        runs.child(run, "run.json").write_text(f'{{"run": "{run}"}}\n')
+    runs.child("stray.txt").write_text("not a folder")
+    assert [f.name for f in runs.folders()] == ["r1", "r2"]
+    assert runs.child("r1", "run.json").read_text() == '{"run": "r1"}\n'
+    assert root.child("nothing").folders() == []
+    assert join(root.url, "runs", "r1") == runs.child("r1").url
+    assert location(join(root.url, "runs", "r1", "run.json")).read_text().startswith("{")
 
 
 def test_listing_reading_and_removing(root: Location) -> None:

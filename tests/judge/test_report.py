@@ -33,7 +33,7 @@ def test_seed_style_lines() -> None:
 def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
     curve, policy = _built(_realistic())
     paths = write_report(policy, curve, tmp_path, name="run1", local_model=True)
-    assert paths.markdown == tmp_path / "run1.md"
+    assert paths.markdown.url == str(tmp_path / "run1.md")
     assert paths.plot.read_bytes().startswith(b"\x89PNG")
     md = paths.markdown.read_text(encoding="utf-8")
     page = paths.html.read_text(encoding="utf-8")

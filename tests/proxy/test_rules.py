@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -48,6 +49,11 @@ def test_choice_precedence() -> None:
     assert choose_arm(policy, "never-seen", **kwargs).arm == FLOOR_ARM  # default entry: none
     override = Arm("minify")
     assert choose_arm(None, "x", **{**kwargs, "override": override}).arm == override
+    # --compress with a policy (`serve --compress ... --eval-report FILE`): the override
+    # wins over the policy's arm, and a judged regression still falls back from it.
+    assert choose_arm(policy, "extraction", **{**kwargs, "override": override}).arm == override
+    both = {**kwargs, "override": override, "fallen_back": True}
+    assert choose_arm(policy, "extraction", **both).arm == FLOOR_ARM
     fallen = choose_arm(policy, "extraction", **{**kwargs, "fallen_back": True})
     assert fallen.arm == FLOOR_ARM and "fallback" in fallen.why
 
@@ -205,7 +211,7 @@ def test_settings_reject_nonsense() -> None:
     with pytest.raises(ValueError, match="upstream"):
         ProxySettings(upstream="api.anthropic.com")
     with pytest.raises(ValueError, match="not both"):
-        ProxySettings(policy_path=__import__("pathlib").Path("p.json"), override_arm=PRUNE)
+        ProxySettings(policy_path=Path("p.json"), policy_url="s3://bucket/p.json")
 
 
 def test_rules_on_the_bundled_starter_set() -> None:

@@ -38,7 +38,7 @@ class LoopbackRun:
 
     @property
     def store(self) -> Path:
-        return self.config.store
+        return Path(self.config.store)
 
 
 @pytest.fixture(scope="session")

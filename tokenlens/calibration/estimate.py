@@ -24,6 +24,7 @@ from tokenlens.calibration.stages import (
 )
 from tokenlens.compress.arms import CONTROL
 from tokenlens.config import CalibrationConfig
+from tokenlens.judge import build_judge_request, render_request_text, swap_for
 from tokenlens.ledger import Ledger, call_key
 from tokenlens.models.base import CompletionRequest
 from tokenlens.pricing import cost_usd
@@ -88,8 +89,6 @@ def plan_calls(
 
     `config.seed` is the run's sample seed; `ledger` None counts everything as new.
     """
-    from tokenlens.judge import build_judge_request, render_request_text, swap_for
-
     held: Callable[[str], bool] = (lambda key: key in ledger) if ledger else (lambda key: False)
     plan = answer_requests(config, model, tasks, compressions)
     keys = {cell: call_key(backend, request) for cell, request in plan.requests.items()}
@@ -118,8 +117,10 @@ def plan_calls(
             if pair.second in plan.blocked:
                 continue  # the compressed answer cannot exist: the pair is an error row
             passes = 2 if config.judge_twice and pair.arm == CONTROL else 1
-            first = ledger.get(keys[pair.baseline]) if ledger else None
-            second = ledger.get(keys[pair.second]) if ledger else None
+            # `peek`, not `get`: what the ledger loaded, with no storage I/O per key (on an
+            # object store `get` looks again on every miss: a GET and a LIST).
+            first = ledger.peek(keys[pair.baseline]) if ledger else None
+            second = ledger.peek(keys[pair.second]) if ledger else None
             new = 0
             if first is None or second is None:  # an answer is still to come
                 new = passes * orders

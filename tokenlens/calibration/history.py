@@ -1,7 +1,8 @@
 """History and drift: how each class's verdict, arm, retention and noise floor moved.
 
 Read from what every run keeps (`tokenlens.calibration.runs`): its manifest, its policy
-(`<reports>/runs/<run-id>/policy.json`) and its curve table. A change is *significant*
+(`<reports>/runs/<run-id>/policy.json`) and its curve table, through `tokenlens.storage`
+(the store and the reports root may be local folders or URLs). A change is *significant*
 when an interval no longer overlaps the previous run's: the tracked arm's retention
 bounds, or the noise floor's. Verdict and arm changes are shown too, but a verdict can
 flip on noise; non-overlapping intervals cannot (at the intervals' confidence).
@@ -19,12 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tokenlens.calibration.runs import RunManifest, list_runs
+from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
-from tokenlens.errors import TokenLensError
+from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.formatting import arm_label, interval, pct
 from tokenlens.policy import VERDICT_MARK, Policy, load_policy
+from tokenlens.storage import location, read_parquet
 
 DEFAULT_LAST = 10
 
@@ -86,14 +88,17 @@ def _num(value: Any) -> float | None:
 
 def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> RunState | None:
     """A finished run's policy and curve, or None when either was not written."""
-    policy_path = Path(reports) / "runs" / manifest.run_id / "policy.json"
-    curve_path = Path(store) / "runs" / manifest.run_id / "curve.parquet"
-    if not policy_path.exists() or not curve_path.exists():
+    policy_path = location(reports).child("runs", manifest.run_id, "policy.json")
+    curve_path = location(store).child("runs", manifest.run_id, "curve.parquet")
+    try:
+        rows = read_parquet(curve_path).to_pylist()
+        policy = load_policy(policy_path)
+    except FileNotFoundError:
         return None
-    import pyarrow.parquet as pq
-
-    policy = load_policy(policy_path)
-    rows = pq.read_table(curve_path).to_pylist()
+    except PolicyError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return None
+        raise
     classes: dict[str, ClassState] = {}
     for name in [*policy.classes, "default"]:
         key = ALL_CLASSES if name == "default" else name
@@ -341,8 +346,6 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
 
 def find_state(store: str | Path, reports: str | Path, ref: str) -> RunState:
     """A finished run by id (or the newest run of a calibration id) with its files."""
-    from tokenlens.calibration.runs import find_run
-
     manifest = find_run(store, ref)
     state = read_run(store, reports, manifest)
     if state is None:

@@ -7,7 +7,8 @@ draws the same sample (the config's `seed`), so every call is already in the led
 the run is free; a fresh sample (`fresh_sample`, what the nightly deployment asks for)
 draws a new seed, so a schedule sees what the model does today, not yesterday's answers.
 
-Every run writes a manifest `<store>/runs/<run-id>/run.json` before its first call and
+Every run writes a manifest `<store>/runs/<run-id>/run.json` (the store: a folder or a
+URL, through `tokenlens.storage`) before its first call and
 marks it finished at the end. A resumed run (`tokenlens calibrate --resume [RUN]`, or a
 Prefect retry of the same flow run) reopens its manifest and reuses its seed and config,
 so it pays only for the calls the interrupted run did not make.
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
-from tokenlens.policy import atomic_write_text
+from tokenlens.storage import Location, location
 
 MANIFEST = "run.json"
 RunStatus = Literal["running", "finished", "stopped"]
@@ -56,12 +56,15 @@ class RunManifest(BaseModel):
         return CalibrationConfig.model_validate(self.config)
 
 
-def runs_dir(store: str | Path) -> Path:
-    return Path(store) / "runs"
+Where = str | Path | Location
 
 
-def manifest_path(store: str | Path, run_id: str) -> Path:
-    return runs_dir(store) / run_id / MANIFEST
+def runs_dir(store: Where) -> Location:
+    return location(store).child("runs")
+
+
+def manifest_path(store: Where, run_id: str) -> Location:
+    return runs_dir(store).child(run_id, MANIFEST)
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -75,31 +78,45 @@ def fresh_seed() -> int:
     return secrets.randbits(31)
 
 
-def write_manifest(store: str | Path, manifest: RunManifest) -> Path:
-    path = manifest_path(store, manifest.run_id)
-    atomic_write_text(path, manifest.model_dump_json(indent=2) + "\n")
-    return path
+def write_manifest(store: Where, manifest: RunManifest) -> Location:
+    where = manifest_path(store, manifest.run_id)
+    where.write_text(manifest.model_dump_json(indent=2) + "\n")
+    return where
 
 
-def read_manifest(path: Path) -> RunManifest:
+def parse_manifest(data: bytes, source: str) -> RunManifest:
     try:
-        return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as exc:
-        raise TokenLensError(f"{path}: not a readable run manifest ({exc})") from exc
+        return RunManifest.model_validate_json(data)
+    except ValidationError as exc:
+        raise TokenLensError(f"{source}: not a readable run manifest ({exc})") from exc
 
 
-def list_runs(store: str | Path) -> list[RunManifest]:
-    """Every run with a manifest under the store, oldest first (unreadable ones skipped)."""
+def read_manifest(where: Where) -> RunManifest:
+    target = location(where)
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        raise TokenLensError(f"{target}: not a readable run manifest ({exc})") from exc
+    return parse_manifest(data, str(target))
+
+
+def list_runs(store: Where) -> list[RunManifest]:
+    """Every run with a manifest under the store, oldest first (unreadable ones skipped).
+
+    One listing of `runs/` and one concurrent read of the manifests (on S3: one LIST and
+    parallel GETs, not a GET per file in turn)."""
+    folder = runs_dir(store)
+    raw = folder.read_many([run.child(MANIFEST) for run in folder.folders()])
     found: list[RunManifest] = []
-    for path in runs_dir(store).glob(f"*/{MANIFEST}"):
+    for path, data in raw.items():
         try:
-            found.append(read_manifest(path))
+            found.append(parse_manifest(data, path))
         except TokenLensError:
             continue
     return sorted(found, key=lambda m: (m.created, m.run_id))
 
 
-def find_run(store: str | Path, ref: str | None = None) -> RunManifest:
+def find_run(store: Where, ref: str | None = None) -> RunManifest:
     """A run by id, or the newest run of a calibration id; `None`: the newest unfinished run.
 
     Raises `TokenLensError` naming the store when nothing matches.
@@ -132,7 +149,7 @@ def start_run(
     The new run's seed is the config's (a plain rerun reuses every call) unless
     `fresh_sample` asks for a new one.
     """
-    store = Path(config.store)
+    store = location(config.store)
     if flow_run_id is not None:
         for known in reversed(list_runs(store)):
             if known.flow_run_id == flow_run_id and known.calibration_id == calibration_id:
@@ -156,9 +173,7 @@ def start_run(
     return manifest
 
 
-def reopen_run(
-    store: str | Path, manifest: RunManifest, flow_run_id: str | None = None
-) -> RunManifest:
+def reopen_run(store: Where, manifest: RunManifest, flow_run_id: str | None = None) -> RunManifest:
     """Mark a run running again (resume) in this process and flow run; its seed, config
     and tables are kept."""
     reopened = manifest.model_copy(
@@ -174,20 +189,20 @@ def reopen_run(
     return reopened
 
 
-def finish_run(store: str | Path, manifest: RunManifest, status: RunStatus) -> RunManifest:
+def finish_run(store: Where, manifest: RunManifest, status: RunStatus) -> RunManifest:
     done = manifest.model_copy(update={"status": status, "finished": datetime.now(UTC)})
     write_manifest(store, done)
     return done
 
 
-def _reuse_compressions(store: Path, source: str, target: str) -> None:
+def _reuse_compressions(store: Location, source: str, target: str) -> None:
     """Seed a new run with the compressed bodies of the calibration's previous run.
 
     The compress stage reuses a stored body by its content key, so this only saves the
     work (LLMLingua-2 costs seconds per prompt); a stale body never matches its key.
     """
-    src = runs_dir(store) / source / "compressions.parquet"
-    if src.exists():
-        dst = runs_dir(store) / target / "compressions.parquet"
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+    try:
+        data = runs_dir(store).child(source, "compressions.parquet").read_bytes()
+    except FileNotFoundError:
+        return
+    runs_dir(store).child(target, "compressions.parquet").write_bytes(data)

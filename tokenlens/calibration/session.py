@@ -136,11 +136,11 @@ def assemble(
     """The `Calibration` of a run (or of a shard of it): store, ledger, ledger-backed clients.
 
     `client` is the raw backend; every answer and LLM judge call goes through the ledger
-    at `config.ledger` (default `<store>/ledger`), opened here. Makes no model call.
+    `<store>/ledger`, opened here. Makes no model call.
     """
     model = answer_model(config, client)
-    store = Store(Path(config.store), run_id)
-    ledger = Ledger(config.ledger or store.ledger_dir)
+    store = Store(config.store, run_id)
+    ledger = Ledger(store.ledger_dir)
     spend = spend or SpendMeter(config.max_spend)
     answer_client = LedgerClient(client, ledger, kind="answer", spend=spend)
     judges = build_judges(config, answer_client=client, model=model, ledger=ledger, spend=spend)

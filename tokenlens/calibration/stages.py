@@ -48,6 +48,7 @@ from tokenlens.errors import (
 )
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import CompletionRequest, ModelClient
+from tokenlens.storage import Location, location
 from tokenlens.tasks import CalibrationTask
 from tokenlens.tokens import estimate_tokens
 
@@ -648,18 +649,19 @@ def aggregate_stage(cal: Calibration, grades: list[Row]) -> Curve:
 @dataclass(frozen=True)
 class Published:
     policy: Policy
-    policy_path: Path
-    report_path: Path
+    #: Paths or URLs (the reports root may be ``s3://...``).
+    policy_path: str
+    report_path: str
     exit_code: int
     #: The run's report as markdown and its plot (PNG), for the Prefect artifacts.
-    markdown_path: Path | None = None
-    plot_path: Path | None = None
+    markdown_path: Location | None = None
+    plot_path: Location | None = None
     unresolved: tuple[str, ...] = ()
 
 
-def run_reports_dir(reports: str | Path, run_id: str) -> Path:
+def run_reports_dir(reports: str | Path | Location, run_id: str) -> Location:
     """Where one run's policy and report live: `<reports>/runs/<run-id>/`."""
-    return Path(reports) / "runs" / run_id
+    return location(reports).child("runs", run_id)
 
 
 def publish_stage(
@@ -680,7 +682,7 @@ def publish_stage(
     import pandas as pd
 
     from tokenlens.decision import decide, exit_code, judge_agreement, unresolved_classes
-    from tokenlens.policy import atomic_write_text, write_policy
+    from tokenlens.policy import write_policy
     from tokenlens.report import write_report
 
     policy = decide(
@@ -722,13 +724,13 @@ def publish_stage(
         unavailable=unavailable,
         applied=applied,
     )
-    run_policy = run_folder / "policy.json"
-    atomic_write_text(run_policy, policy.model_dump_json(indent=2) + "\n")
-    write_policy(policy, Path(cal.config.reports) / "policy")
+    run_policy = run_folder.child("policy.json")
+    run_policy.write_text(policy.model_dump_json(indent=2) + "\n")
+    write_policy(policy, location(cal.config.reports).child("policy"))
     return Published(
         policy,
-        run_policy,
-        paths.html,
+        run_policy.url,
+        paths.html.url,
         exit_code(policy, requested),
         markdown_path=paths.markdown,
         plot_path=paths.plot,

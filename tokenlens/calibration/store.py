@@ -1,9 +1,11 @@
-"""Where a calibration's tables live: Parquet files under the store root, written atomically.
+"""Where a calibration's tables live: Parquet objects under the store URL, written whole.
 
-Layout under the store root::
+The store is a local folder (the default) or an fsspec URL such as ``s3://bucket/prefix``;
+every read and write goes through `tokenlens.storage`, so a table is replaced all at once
+on either (temp file + fsync + rename locally, one PUT on an object store). Layout::
 
-    ledger/calls.parquet           every paid call ever made (shared by all runs)
-    ledger/journal-*.jsonl         calls not yet compacted (a killed run leaves these)
+    ledger/...                     every paid call ever made (shared by all runs; the
+                                   layout is `tokenlens.ledger_store`'s)
     runs/<run-id>/run.json         the run's manifest (calibration id, seed, settings)
     runs/<run-id>/<table>.parquet  the stage tables of one run
 
@@ -13,76 +15,62 @@ another's tables; a resumed run rewrites its own.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tokenlens.policy import new_file_mode
+from tokenlens.storage import Location, location, read_parquet, write_parquet
 from tokenlens.tables import TABLES_VERSION
 
 TABLE_NAMES: tuple[str, ...] = ("tasks", "compressions", "answers", "grades", "curve")
 
 
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write via a temp file + fsync + rename: readers never see half a table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_table(table: pa.Table, where: Location) -> None:
+    """Write one table, stamped with the tables' schema version, all at once."""
     metadata = dict(table.schema.metadata or {})
     metadata[b"tokenlens_tables_version"] = str(TABLES_VERSION).encode()
-    table = table.replace_schema_metadata(metadata)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, new_file_mode())  # mkstemp's 0600 would hide the tables from other users
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_parquet(table.replace_schema_metadata(metadata), where)
 
 
 class Store:
-    """Paths and typed reads/writes of one run's tables."""
+    """Locations and typed reads/writes of one run's tables."""
 
-    def __init__(self, root: str | Path, run_id: str):
-        self.root = Path(root)
+    def __init__(self, root: str | Path | Location, run_id: str):
+        self.root = location(root)
         self.run_id = run_id
 
     @property
-    def ledger_dir(self) -> Path:
-        return self.root / "ledger"
+    def ledger_dir(self) -> Location:
+        return self.root.child("ledger")
 
     @property
-    def run_dir(self) -> Path:
-        return self.root / "runs" / self.run_id
+    def run_dir(self) -> Location:
+        return self.root.child("runs", self.run_id)
 
-    def path(self, name: str) -> Path:
-        return self.run_dir / f"{name}.parquet"
+    def path(self, name: str) -> Location:
+        return self.run_dir.child(f"{name}.parquet")
 
-    def write(self, name: str, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> Path:
+    def write(self, name: str, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> Location:
         """Write rows with the table's declared schema (a wrong column fails here, loudly)."""
-        path = self.path(name)
-        write_parquet_atomic(pa.Table.from_pylist(list(rows), schema=schema), path)
-        return path
+        where = self.path(name)
+        write_table(pa.Table.from_pylist(list(rows), schema=schema), where)
+        return where
 
-    def write_table(self, name: str, table: pa.Table) -> Path:
-        path = self.path(name)
-        write_parquet_atomic(table, path)
-        return path
+    def write_table(self, name: str, table: pa.Table) -> Location:
+        where = self.path(name)
+        write_table(table, where)
+        return where
 
     def read(self, name: str) -> list[dict[str, Any]]:
         """The rows of a table, or [] when the stage has not written it yet."""
-        path = self.path(name)
-        if not path.exists():
+        try:
+            table = read_parquet(self.path(name))
+        except FileNotFoundError:
             return []
-        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        rows: list[dict[str, Any]] = table.to_pylist()
         return rows
 
-    def existing(self) -> dict[str, Path]:
+    def existing(self) -> dict[str, Location]:
         return {name: self.path(name) for name in TABLE_NAMES if self.path(name).exists()}

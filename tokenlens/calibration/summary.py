@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
+
+from tokenlens.calibration.history import (
+    HISTORY_HEADER,
+    history_cells,
+    history_rows,
+    load_history,
+)
+from tokenlens.compress.arms import Arm
+from tokenlens.decision import ALL_CLASSES
+from tokenlens.formatting import arm_label, interval, pct
 
 if TYPE_CHECKING:
     from tokenlens.calibration.stages import Published
@@ -22,10 +33,6 @@ def table_cell(text: str) -> str:
 def curve_records(curve: Curve) -> list[dict[str, Any]]:
     """The curve as a small table for people: classes in curve order (all classes last),
     arms in ladder order (control first), the status second so it is never cut off."""
-    from tokenlens.compress.arms import Arm
-    from tokenlens.decision import ALL_CLASSES
-    from tokenlens.formatting import arm_label, interval, pct
-
     table = curve.table
     order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
     rows = sorted(
@@ -69,37 +76,42 @@ def spend_text(spend: SpendMeter, estimate: str | None) -> str:
     return "\n".join(lines)
 
 
+def where_markdown(what: str, where: str) -> str:
+    """How an artifact names a file of the store: a link only where a browser can open it
+    (an ``http(s)://`` store), the URL as text for other URLs (``s3://``: no browser opens
+    it), and the path "on the worker" for a local store; never a ``file://`` link, which
+    opens nothing but the worker's own disk."""
+    scheme = where.split("://", 1)[0].lower() if "://" in where else ""
+    if scheme in ("http", "https"):
+        return f"[{what}]({where})"
+    if scheme and scheme != "file":
+        return f"{what} `{where}`"
+    return f"{what} `{where.removeprefix('file://')}` on the worker"
+
+
 def report_artifact(published: Published, *, tables_dir: str) -> str:
     """The run's markdown report with its plot inlined as a data URI, so the Prefect UI
-    shows both from any machine (a `file://` link to the worker's disk opens nowhere)."""
-    import base64
-
-    if published.markdown_path is None:
-        return f"Report written to `{published.report_path}` on the worker."
-    text = published.markdown_path.read_text(encoding="utf-8")
-    plot = published.plot_path
-    if plot is not None and plot.exists():
-        uri = "data:image/png;base64," + base64.b64encode(plot.read_bytes()).decode("ascii")
-        text = text.replace(f"]({plot.name})", f"]({uri})")
-    return (
-        text
-        + "\n\n---\n\nOn the worker: report `"
-        + str(published.report_path)
-        + "`, tables `"
-        + tables_dir
-        + "`.\n"
+    shows both from any machine, followed by where the report and tables are stored."""
+    where = f"{where_markdown('report', published.report_path)}, " + where_markdown(
+        "tables", tables_dir
     )
+    if published.markdown_path is None:
+        return f"Report written: {where}."
+    text = published.markdown_path.read_text()
+    plot = published.plot_path
+    if plot is not None:
+        try:
+            png = plot.read_bytes()
+        except FileNotFoundError:
+            png = b""
+        if png:
+            uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+            text = text.replace(f"]({plot.name})", f"]({uri})")
+    return text + f"\n\n---\n\nStored: {where}.\n"
 
 
 def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
     """The `calibration-trend` artifact: `tokenlens history` as a markdown table."""
-    from tokenlens.calibration.history import (
-        HISTORY_HEADER,
-        history_cells,
-        history_rows,
-        load_history,
-    )
-
     states = load_history(store, reports, last=last)
     rows = history_rows(states)
     lines = [

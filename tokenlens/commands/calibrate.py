@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenlens.config import DEFAULT_METHODS, DEFAULT_RATES, CalibrationConfig
+from tokenlens.errors import TokenLensError
 from tokenlens.tasks import DEFAULT_TASKS_PATH
 
 
@@ -27,14 +28,18 @@ def _rates(text: str) -> tuple[float, ...]:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "calibrate",
+        # `eval`: the article's spelling (README, "For readers of the article").
+        aliases=["eval"],
         help="measure what each compression arm costs in answer quality; publish a policy",
         description="Runs the Prefect flow `calibrate` in-process (ephemeral Prefect). "
         "Offline (no ANTHROPIC_API_KEY) it answers with the embedded local model and "
-        "grades with the reference-metric judge.",
+        "grades with the reference-metric judge. `tokenlens eval` is the same command.",
     )
     parser.add_argument("--dry-run", action="store_true", help="no model calls: sizes and cost")
     parser.add_argument("--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file")
-    parser.add_argument("--classes", type=_csv, default=None, help="comma-separated classes")
+    parser.add_argument(
+        "--classes", "--class", type=_csv, default=None, help="comma-separated classes"
+    )
     parser.add_argument("--max-tasks-per-class", type=int, default=None)
     parser.add_argument(
         "--shortest-first",
@@ -53,7 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=None, help="answer sampling")
     parser.add_argument("--judge", choices=("metric", "llm", "both"), default=None)
-    parser.add_argument("--judge-model", default=None)
+    parser.add_argument(
+        "--judge-model", default=None, help="LLM judge model (without --judge: --judge llm)"
+    )
     parser.add_argument("--judge-both-orders", action="store_true")
     parser.add_argument("--judge-twice", action="store_true", help="split the noise floor")
     parser.add_argument("--tolerance", type=float, default=None)
@@ -68,11 +75,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="fixed: every cell up front (default); sequential: rounds that pay only until "
         "each arm's verdict is settled",
     )
-    parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
     parser.add_argument(
-        "--ledger", default=None, help="call ledger folder or URL (default: <store>/ledger)"
+        "--store",
+        default=None,
+        help="root of the run tables and the call ledger: a folder (default reports/store) "
+        "or a URL such as s3://bucket/prefix/store",
     )
-    parser.add_argument("--reports", type=Path, default=None, help="policy and report root")
+    parser.add_argument(
+        "--reports", default=None, help="policy and report root: a folder (default reports) or URL"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the published policy to FILE (for `serve --policy FILE`)",
+    )
     parser.add_argument("--llmlingua-model", default=None)
     parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
     parser.add_argument(
@@ -93,7 +111,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
-    """Only the options the user gave override the config's defaults."""
+    """Only the options the user gave override the config's defaults.
+
+    `--judge-model` alone asks for an LLM judge (`--judge llm`): naming a judge model and
+    then grading with the model-free metric would ignore it silently."""
+    judge = args.judge
+    if args.judge_model is not None:
+        if judge is None:
+            judge = "llm"
+        elif judge == "metric":
+            raise TokenLensError(
+                "--judge-model names an LLM judge, but --judge metric uses none: "
+                "drop --judge-model or pass --judge llm (or both)"
+            )
     fields: dict[str, Any] = {
         "tasks": args.tasks,
         "classes": args.classes,
@@ -112,14 +142,13 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "repeats": args.repeats,
         "max_tokens": args.max_tokens,
         "temperature": args.temperature,
-        "judge": args.judge,
+        "judge": judge,
         "judge_model": args.judge_model,
         "tolerance": args.tolerance,
         "mode": args.mode,
         "concurrency": args.concurrency,
         "max_spend": args.max_spend,
         "store": args.store,
-        "ledger": args.ledger,
         "reports": args.reports,
         "llmlingua_model": args.llmlingua_model,
         "seed": args.seed,
@@ -141,16 +170,26 @@ PREFECT_DEFAULTS: dict[str, str] = {
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if args.dry_run:
+        if args.out is not None:
+            raise TokenLensError(
+                f"--out {args.out}: a --dry-run publishes no policy to write; drop one of them"
+            )
         from tokenlens.dryrun import run_dry_run
 
         return run_dry_run(config)
+    if args.out is not None and not args.out.parent.is_dir():
+        raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume)
+    return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
 
 
 def run_calibration(
-    config: CalibrationConfig, *, fresh_sample: bool = False, resume: str | None = None
+    config: CalibrationConfig,
+    *,
+    fresh_sample: bool = False,
+    resume: str | None = None,
+    out: Path | None = None,
 ) -> int:
     """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
 
@@ -162,6 +201,8 @@ def run_calibration(
     from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
     from tokenlens.calibration.session import offline_defaults
     from tokenlens.errors import SpendLimitReached
+    from tokenlens.policy import atomic_write_text
+    from tokenlens.storage import location
 
     for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -195,6 +236,9 @@ def run_calibration(
         print(f"not measured here: {arm} ({reason})")
     print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
     print(f"policy:  {result['policy_path']}")
+    if out is not None:
+        atomic_write_text(out, location(result["policy_path"]).read_text())
+        print(f"         copied to {out}")
     print(f"report:  {result['report_path']}")
     print(f"tables:  {result['store']}")
     print(f"ledger:  {result['ledger']} ({result['new_calls']} new calls this run)")

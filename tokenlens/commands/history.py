@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
-from tokenlens.config import REPORTS_DIR
+from tokenlens.config import DEFAULT_REPORTS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,8 +31,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _paths(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy and report root")
-    parser.add_argument("--store", type=Path, default=None, help="store root (<reports>/store)")
+    parser.add_argument(
+        "--reports", default=DEFAULT_REPORTS, help="policy and report root (folder or URL)"
+    )
+    parser.add_argument(
+        "--store", default=None, help="store root, folder or URL (default <reports>/store)"
+    )
+
+
+def _store(args: argparse.Namespace) -> str:
+    from tokenlens.storage import join
+
+    return str(args.store) if args.store else join(args.reports, "store")
 
 
 def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -54,10 +63,10 @@ def run_history(args: argparse.Namespace) -> int:
         load_history,
     )
 
-    store = args.store or args.reports / "store"
+    store = _store(args)
     states = load_history(store, args.reports, last=args.last)
     if not states:
-        print(f"no finished run in {store / 'runs'}")
+        print(f"no finished run in {store}/runs")
         return 0
     rows = history_rows(states, args.task_class)
     print(columns(HISTORY_HEADER, history_cells(rows)))
@@ -74,7 +83,7 @@ def run_history(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from tokenlens.calibration.history import compare_lines, find_state
 
-    store = args.store or args.reports / "store"
+    store = _store(args)
     a = find_state(store, args.reports, args.run_a)
     b = find_state(store, args.reports, args.run_b)
     for line in compare_lines(a, b):

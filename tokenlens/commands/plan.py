@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, REPORTS_DIR
+from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, DEFAULT_REPORTS
 from tokenlens.errors import TokenLensError
 
 
@@ -21,8 +20,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run id or calibration id (default: the run behind <reports>/policy/latest.json); "
         "with no calibration at all, plan from stated assumptions",
     )
-    parser.add_argument("--reports", type=Path, default=REPORTS_DIR, help="policy root")
-    parser.add_argument("--store", type=Path, default=None, help="Parquet store root")
+    parser.add_argument("--reports", default=DEFAULT_REPORTS, help="policy root (folder or URL)")
+    parser.add_argument(
+        "--store", default=None, help="store root, folder or URL (default <reports>/store)"
+    )
     parser.add_argument(
         "--model", default=None, help="price answers on this model (default: the run's)"
     )
@@ -35,11 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from tokenlens.commands.plan_view import load_inputs, print_plans
+    from tokenlens.storage import join
 
     inputs = load_inputs(
         run=args.run,
         reports=args.reports,
-        store=args.store or args.reports / "store",
+        store=args.store or join(args.reports, "store"),
         tolerance=args.tolerance,
     )
     model = args.model or (

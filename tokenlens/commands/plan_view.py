@@ -28,38 +28,44 @@ class PlanInputs:
 
 
 def load_inputs(
-    *, run: str | None, reports: Path, store: Path, tolerance: float | None
+    *, run: str | None, reports: str | Path, store: str | Path, tolerance: float | None
 ) -> PlanInputs:
-    """The run's curve, tokens and policy settings; empty inputs when there is no run."""
-    from tokenlens.policy import load_policy
+    """The run's curve, tokens and policy settings; empty inputs when there is no run.
 
-    latest = reports / "policy" / "latest.json"
+    `reports` and `store` are folders or store URLs (`tokenlens.storage`)."""
+    from tokenlens.policy import load_policy
+    from tokenlens.storage import location, read_parquet
+
+    published = location(reports)
+    latest = published.child("policy", "latest.json")
     policy = None
     if run is None and latest.exists():
         policy = load_policy(latest)
         run = policy.run_id or policy.calibration_id
-    elif run is not None and (reports / "policy" / f"{run}.json").exists():
-        policy = load_policy(reports / "policy" / f"{run}.json")
-    elif run is not None and (reports / "runs" / run / "policy.json").exists():
-        policy = load_policy(reports / "runs" / run / "policy.json")
+    elif run is not None and published.child("policy", f"{run}.json").exists():
+        policy = load_policy(published.child("policy", f"{run}.json"))
+    elif run is not None and published.child("runs", run, "policy.json").exists():
+        policy = load_policy(published.child("runs", run, "policy.json"))
     if run is None:
         return PlanInputs(None, tolerance or 0.95, None)
-    run_dir = store / "runs" / run
-    if not run_dir.exists():  # a calibration id: its newest run
+    runs = location(store).child("runs")
+    run_dir = runs.child(run)
+    if not run_dir.child("curve.parquet").exists():  # a calibration id: its newest run
         from tokenlens.calibration.runs import find_run
 
-        run_dir = store / "runs" / find_run(store, run).run_id
-    curve_path = run_dir / "curve.parquet"
-    if not curve_path.exists():
-        raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}")
-    import pyarrow.parquet as pq
-
-    curve = pq.read_table(curve_path).to_pylist()
+        run_dir = runs.child(find_run(store, run).run_id)
+    curve_path = run_dir.child("curve.parquet")
+    try:
+        curve = read_parquet(curve_path).to_pylist()
+    except FileNotFoundError as exc:
+        raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}") from exc
     tokens: dict[str, list[int]] = {}
-    tasks_path = run_dir / "tasks.parquet"
-    if tasks_path.exists():
-        for row in pq.read_table(tasks_path).to_pylist():
-            tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
+    try:
+        task_rows = read_parquet(run_dir.child("tasks.parquet")).to_pylist()
+    except FileNotFoundError:
+        task_rows = []
+    for row in task_rows:
+        tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
     return PlanInputs(
         run,
         tolerance or (policy.tolerance if policy else None),

@@ -35,9 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--policy",
+        # `--eval-report`: the article's spelling (README, "For readers of the article").
+        "--eval-report",
         default=None,
         help="policy to apply and hot-reload: a file (e.g. reports/policy/latest.json) or a "
-        "URL (https://..., http://..., s3://bucket/key)",
+        "URL (https://..., http://..., s3://bucket/key); with --compress, only its per-class "
+        "bars and calibrated figures are used",
     )
     parser.add_argument(
         "--upstream",
@@ -60,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--compress",
         metavar="ARM",
         default=None,
-        help="without a policy: apply this arm to every request (e.g. prune, minify)",
+        help="apply this arm to every request (e.g. prune, minify), in place of the policy's arms",
     )
     parser.add_argument("--rate", type=float, default=None, help="keep rate for --compress")
     parser.add_argument(
@@ -286,7 +289,13 @@ def run(args: argparse.Namespace) -> int:
         log.warning(
             CAPTURE_WARNING.format(sample=settings.capture_sample, store=settings.capture_store)
         )
-    if settings.policy_location is not None:
+    if settings.policy_location is not None and settings.override_arm is not None:
+        log.info(
+            "policy: %s (its bars and figures only: --compress applies %s to every request)",
+            settings.policy_location,
+            settings.override_arm.label,
+        )
+    elif settings.policy_location is not None:
         log.info("policy: %s", settings.policy_location)
     elif settings.override_arm is not None:
         log.info("no policy: applying %s to every request", settings.override_arm.label)

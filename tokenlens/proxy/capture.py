@@ -46,6 +46,7 @@ from tokenlens.proxy import relay
 from tokenlens.proxy.capture_store import open_parts
 from tokenlens.proxy.classify import CLASS_HEADER, Classification, classify
 from tokenlens.proxy.redact import Redactor
+from tokenlens.tasks import KNOWN_CLASSES
 
 log = logging.getLogger("tokenlens.proxy.capture")
 
@@ -284,8 +285,6 @@ class Capture:
         if ex.decision is not None:
             found, decided_by = ex.decision, "proxy"
         else:  # no policy: the proxy classified nothing; the same rules, for the record
-            from tokenlens.tasks import KNOWN_CLASSES
-
             header = (ex.header_class or "").strip().lower()
             found = classify(body, ex.header_class, {*KNOWN_CLASSES, header})
             decided_by = "capture"

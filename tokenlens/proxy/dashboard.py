@@ -1,25 +1,29 @@
 """The dashboard at `/tokenlens/` and its JSON feed at `/tokenlens/feed.json`.
 
 Why server-rendered HTML with no script: the page works in any browser, is testable with
-a DOM dump, and cannot execute anything a request smuggled into it. Every dynamic string
-goes through `html.escape`, and the Content-Security-Policy forbids scripts anyway.
+a DOM dump, and cannot execute anything a request smuggled into it. The page is an
+autoescaped Jinja2 template (`templates/dashboard.html.j2`), and the Content-Security-Policy
+forbids scripts anyway.
 Tokens saved never stands alone: quality retained sits next to it, with its sample size.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from html import escape
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from tokenlens.formatting import count, pct, usd
 from tokenlens.policy import VERDICT_MARK
 from tokenlens.proxy.apply import choose_arm
 from tokenlens.proxy.classify import DEFAULT_CLASS
 from tokenlens.proxy.handler import ProxyState
+from tokenlens.templating import render
 
 REFRESH_S = 5
+#: How a missing figure reads on the dashboard.
+MISSING = "–"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
@@ -137,38 +141,41 @@ def build_feed(state: ProxyState) -> dict[str, Any]:
 # --- HTML ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Card:
+    ident: str
+    title: str
+    value: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    task_class: str
+    fallback: bool
+    cells: list[str]
+
+
+@dataclass(frozen=True)
+class Note:
+    when: str
+    task_class: str
+    arm: str
+    retention: str
+    text: str
+
+
 def _pct(value: float | None, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value * 100:.{digits}f}%"
+    return pct(value, digits, missing=MISSING)
 
 
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
-
-
-def _int(value: int | None) -> str:
-    return "–" if value is None else f"{value:,}"
-
-
-def _card(ident: str, title: str, value: str, detail: str) -> str:
-    return (
-        f'<div class="card"><div class="title">{escape(title)}</div>'
-        f'<div class="value" id="{escape(ident)}">{escape(value)}</div>'
-        f'<div class="detail">{escape(detail)}</div></div>'
-    )
-
-
-def _class_rows(feed: dict[str, Any]) -> str:
+def _class_rows(feed: dict[str, Any]) -> list[ClassRow]:
     out = []
     for row in feed["classes"]:
         fallback = row.get("fallback")
         status = f"FALLBACK: {fallback}" if fallback else row["why"]
-        calibrated = row.get("calibrated_retention")
         interval = row.get("calibrated_interval")
-        calib = _pct(calibrated)
+        calib = _pct(row.get("calibrated_retention"))
         if interval:
             calib += f" [{_pct(interval[0])}, {_pct(interval[1])}]"
         live = _pct(row["live_retention"])
@@ -179,144 +186,119 @@ def _class_rows(feed: dict[str, Any]) -> str:
             f"{row.get('mark', '')} {row.get('verdict', 'no policy')}".strip(),
             row["arm_label"],
             status,
-            _pct(row.get("bar"), 0) if row.get("bar") is not None else "–",
+            _pct(row.get("bar"), 0),
             calib,
             live,
-            _int(row["requests"]),
-            _int(row["compressed"]),
-            _int(row["tokens_saved"]),
-            _usd(row["dollars_saved"]),
+            count(row["requests"], missing=MISSING),
+            count(row["compressed"], missing=MISSING),
+            count(row["tokens_saved"], missing=MISSING),
+            usd(row["dollars_saved"], missing=MISSING),
         ]
-        css = ' class="fallback"' if fallback else ""
-        tds = "".join(f"<td>{escape(str(cell))}</td>" for cell in cells)
-        out.append(f'<tr{css} data-class="{escape(row["task_class"])}">{tds}</tr>')
-    return "\n".join(out)
+        out.append(ClassRow(row["task_class"], bool(fallback), [str(cell) for cell in cells]))
+    return out
 
 
-def _notes(feed: dict[str, Any]) -> str:
-    if not feed["notes"]:
-        return '<li class="muted">No judged requests yet.</li>'
-    items = []
-    for note in feed["notes"]:
-        when = time.strftime("%H:%M:%S", time.localtime(note["at"]))
-        items.append(
-            f'<li><span class="muted">{escape(when)} · {escape(note["task_class"])} · '
-            f"{escape(note['arm'])} · retention {escape(_pct(note['retention']))}</span> "
-            f"{escape(note['note'])}</li>"
+def _notes(feed: dict[str, Any]) -> list[Note]:
+    return [
+        Note(
+            when=time.strftime("%H:%M:%S", time.localtime(note["at"])),
+            task_class=note["task_class"],
+            arm=note["arm"],
+            retention=_pct(note["retention"]),
+            text=note["note"],
         )
-    return "\n".join(items)
+        for note in feed["notes"]
+    ]
 
 
-def render_html(feed: dict[str, Any]) -> str:
-    savings = feed["savings"]
-    measured = feed["measured"]
-    quality = feed["quality"]
-    cache = feed["cache"]
-    policy = feed["policy"]
-    settings = feed["settings"]
-    fail_opens = ", ".join(f"{k}: {v}" for k, v in sorted(feed["fail_opens"].items())) or "none"
+def _policy_line(policy: dict[str, Any] | None, settings: dict[str, Any]) -> str:
     if policy:
-        policy_line = (
+        line = (
             f"Policy {policy['calibration_id']} ({policy['path']}), model {policy['model']}, "
             f"judge {policy['judge']}, tolerance {policy['tolerance']:g}, "
             f"reloads {policy['reloads']}, rejected files {policy['rejections']}"
         )
         if policy["last_error"]:
-            policy_line += f". Last rejected: {policy['last_error']}"
-    elif settings["override"]:
-        policy_line = f"No policy: every request gets {settings['override']} (--compress)."
-    else:
-        policy_line = "No policy and no --compress: pure pass-through."
+            line += f". Last rejected: {policy['last_error']}"
+        if settings["override"]:
+            line += (
+                f". --compress: every request gets {settings['override']}; the policy gives "
+                "only the bars and the calibrated figures."
+            )
+        return line
+    if settings["override"]:
+        return f"No policy: every request gets {settings['override']} (--compress)."
+    return "No policy and no --compress: pure pass-through."
+
+
+def _cards(feed: dict[str, Any]) -> list[Card]:
+    savings = feed["savings"]
+    measured = feed["measured"]
+    quality = feed["quality"]
+    cache = feed["cache"]
+    fail_opens = ", ".join(f"{k}: {v}" for k, v in sorted(feed["fail_opens"].items())) or "none"
+    measured_detail = (
+        f"exact: {count(measured['tokens_saved'], missing=MISSING)} tokens over "
+        f"{measured['requests']} requests"
+        if measured["requests"]
+        else "exact counts: off (--measure)"
+        if not feed["settings"]["measure"]
+        else "exact: pending"
+    )
+    compressed = sum(r["compressed"] for r in feed["classes"])
+    return [
+        Card(
+            "tokens-saved",
+            "Tokens saved",
+            count(savings["tokens_saved"], missing=MISSING),
+            f"{_pct(savings['reduction'])} of compressed prompts (estimate) · " + measured_detail,
+        ),
+        Card(
+            "dollars-saved",
+            "Dollars saved",
+            usd(savings["dollars_saved"], missing=MISSING),
+            "input price × tokens saved (estimate)",
+        ),
+        Card(
+            "quality-retained",
+            "Quality retained",
+            _pct(quality["retained"]),
+            f"rolling, n={quality['n']} judged pairs",
+        ),
+        Card(
+            "requests",
+            "Requests",
+            count(feed["requests_total"], missing=MISSING),
+            f"{count(compressed, missing=MISSING)} compressed",
+        ),
+        Card(
+            "fail-opens", "Fail-opens", count(feed["fail_opens_total"], missing=MISSING), fail_opens
+        ),
+        Card(
+            "cache-hit",
+            "Prompt cache hit rate",
+            _pct(cache["compressed"]["hit_rate"]),
+            f"compressed; original traffic {_pct(cache['original']['hit_rate'])}",
+        ),
+    ]
+
+
+def render_html(feed: dict[str, Any]) -> str:
+    """The page (template `dashboard.html.j2`): every string is escaped by the template."""
+    settings = feed["settings"]
     judge_line = (
         f"Shadow judge ON ({settings['judge_model']}, sample {settings['judge_sample']:g}): "
         "judged requests roughly double their spend."
         if settings["judge"]
         else "Shadow judge off (tokenlens serve --judge)."
     )
-    measured_detail = (
-        f"exact: {_int(measured['tokens_saved'])} tokens over {measured['requests']} requests"
-        if measured["requests"]
-        else "exact counts: off (--measure)"
-        if not settings["measure"]
-        else "exact: pending"
+    return render(
+        "dashboard.html.j2",
+        refresh_s=REFRESH_S,
+        policy_line=_policy_line(feed["policy"], settings),
+        judge_line=judge_line,
+        cards=_cards(feed),
+        rows=_class_rows(feed),
+        notes=_notes(feed),
+        uptime=f"{feed['uptime_s']:.0f}",
     )
-    cards = "".join(
-        [
-            _card(
-                "tokens-saved",
-                "Tokens saved",
-                _int(savings["tokens_saved"]),
-                f"{_pct(savings['reduction'])} of compressed prompts (estimate) · "
-                + measured_detail,
-            ),
-            _card(
-                "dollars-saved",
-                "Dollars saved",
-                _usd(savings["dollars_saved"]),
-                "input price × tokens saved (estimate)",
-            ),
-            _card(
-                "quality-retained",
-                "Quality retained",
-                _pct(quality["retained"]),
-                f"rolling, n={quality['n']} judged pairs",
-            ),
-            _card(
-                "requests",
-                "Requests",
-                _int(feed["requests_total"]),
-                f"{_int(sum(r['compressed'] for r in feed['classes']))} compressed",
-            ),
-            _card("fail-opens", "Fail-opens", _int(feed["fail_opens_total"]), fail_opens),
-            _card(
-                "cache-hit",
-                "Prompt cache hit rate",
-                _pct(cache["compressed"]["hit_rate"]),
-                f"compressed; original traffic {_pct(cache['original']['hit_rate'])}",
-            ),
-        ]
-    )
-    head = (
-        "<tr><th>class</th><th>verdict</th><th>arm in force</th><th>status</th><th>bar</th>"
-        "<th>calibrated retention</th><th>live retention</th><th>requests</th>"
-        "<th>compressed</th><th>tokens saved</th><th>$ saved</th></tr>"
-    )
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="{REFRESH_S}">
-<title>TokenLens proxy</title>
-<style>
-body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; background: #f6f7f9; }}
-h1 {{ font-size: 20px; margin: 0 0 4px; }}
-.muted {{ color: #6b7280; }}
-.cards {{ display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }}
-.card {{ background: #fff; border: 1px solid #e3e6ea; border-radius: 8px; padding: 12px 16px;
-  min-width: 170px; flex: 1; }}
-.title {{ color: #6b7280; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }}
-.value {{ font-size: 26px; font-weight: 600; margin: 4px 0; }}
-.detail {{ color: #6b7280; font-size: 12px; }}
-table {{ border-collapse: collapse; width: 100%; background: #fff; }}
-th, td {{ border: 1px solid #e3e6ea; padding: 6px 8px; text-align: left; font-size: 13px; }}
-th {{ background: #eef0f3; }}
-tr.fallback td {{ background: #fdecea; }}
-ul {{ background: #fff; border: 1px solid #e3e6ea; border-radius: 8px; padding: 8px 24px; }}
-</style></head>
-<body>
-<h1>TokenLens proxy</h1>
-<div class="muted" id="policy-line">{escape(policy_line)}</div>
-<div class="muted" id="judge-line">{escape(judge_line)}</div>
-<div class="cards">{cards}</div>
-<h2>Policy in force per class</h2>
-<table id="classes">{head}
-{_class_rows(feed)}
-</table>
-<h2>Judge notes</h2>
-<ul id="notes">
-{_notes(feed)}
-</ul>
-<p class="muted">Token counts are offline estimates (cl100k_base) unless marked exact. Prompt
-bodies and keys are never logged, stored or shown; judge notes are the one exception.
-<a href="feed.json">JSON feed</a> · refreshed every {REFRESH_S} s · up {feed["uptime_s"]:.0f} s.
-</p>
-</body></html>
-"""

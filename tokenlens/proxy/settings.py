@@ -56,7 +56,9 @@ class ProxySettings:
     upstream: str = DEFAULT_UPSTREAM
     policy_path: Path | None = None
     allow_provisional: bool = False
-    #: `--compress ARM --rate R`: one arm for every request, for users without a policy.
+    #: `--compress ARM --rate R`: one arm for every request. With a policy as well, the
+    #: policy still gives each class its bar (the shadow judge's fallback) and the
+    #: dashboard its calibrated figures; only its choice of arm is overridden.
     override_arm: Arm | None = None
     measure: bool = False
     judge: bool = False
@@ -109,8 +111,6 @@ class ProxySettings:
         for name in ("max_header_count", "max_header_bytes", "keepalive_timeout_s"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.override_arm is not None and self.policy_location is not None:
-            raise ValueError("give either a policy or --compress, not both")
         if self.policy_path is not None and self.policy_url is not None:
             raise ValueError("give the policy as a path or as a URL, not both")
         if self.policy_url is not None and not self.policy_url.startswith(POLICY_URL_SCHEMES):

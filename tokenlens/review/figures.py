@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenlens.calibration.cells import PairCell
 from tokenlens.review.agreement import (
     DecisionAgreement,
     Estimate,
@@ -83,8 +84,6 @@ class ReviewFigures:
 
 def _judge_pairs(grades: Iterable[Row], judge: str) -> dict[str, Pair]:
     """case_key -> (clear, comp) of a judge's first judgement."""
-    from tokenlens.calibration.cells import PairCell
-
     out: dict[str, Pair] = {}
     for r in grades:
         if r["judge"] == judge and (r.get("judge_pass") or 0) == 0 and not r["error"]:

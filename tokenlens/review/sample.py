@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from tokenlens.calibration.cells import BASELINE_SAMPLE, CLEAR, SECOND_SAMPLE, PairCell
+from tokenlens.calibration.stages import task_hash
 from tokenlens.compress.arms import CONTROL
 from tokenlens.errors import TokenLensError
 from tokenlens.judge import (
@@ -37,6 +38,7 @@ from tokenlens.judge import (
     swap_for,
     trim_middle,
 )
+from tokenlens.tasks import load_tasks
 
 Row = dict[str, Any]
 
@@ -143,9 +145,6 @@ def load_run(store: Path, run_id: str, tasks_path: Path | None) -> RunTables:
     reference comes from the task file, and each task's content hash must match the one
     the run recorded, so the person is never shown a reference the judge did not see.
     """
-    from tokenlens.calibration.stages import task_hash
-    from tokenlens.tasks import load_tasks
-
     run_dir = store / "runs" / run_id
     if not run_dir.is_dir():
         raise ReviewError(f"{run_dir}: no calibration {run_id!r} in store {store}")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tokenlens.judge import JUDGE_SYSTEM
+from tokenlens.policy import load_policy
 from tokenlens.review.app import Review
 from tokenlens.review.figures import ReviewFigures, review_figures
 from tokenlens.review.sample import ReviewError, ReviewSample, draw_sample, load_run
@@ -21,8 +22,6 @@ def resolve_run(run: str | None, reports: Path) -> tuple[str, float | None]:
 
     `run` may be a run id or a calibration id (its published policy names its newest run).
     """
-    from tokenlens.policy import load_policy
-
     folder = reports / "policy"
     path = folder / "latest.json" if run is None else folder / f"{run}.json"
     if path.exists():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from tokenlens.formatting import pct
 from tokenlens.review.figures import POOR_ALPHA, Comparison, ReviewFigures, poor_agreement
 
 _MAX_DISAGREEMENTS = 10
@@ -40,7 +41,7 @@ def summary_lines(figures: ReviewFigures) -> list[str]:
             for case, judge_kept, person_kept in shown:
                 lines.append(
                     f"    case {case.position:>3} {case.task_class} {case.arm} "
-                    f"r{case.replicate}: {_pct(judge_kept)} vs {_pct(person_kept)}"
+                    f"r{case.replicate}: {pct(judge_kept, 0)} vs {pct(person_kept, 0)}"
                 )
     for c in figures.by_reviewer if len(figures.by_reviewer) > 1 else []:
         lines += [f"Judge vs {c.second}:", *_comparison_lines(c)]
@@ -97,7 +98,3 @@ def class_records(figures: ReviewFigures) -> list[dict[str, object]]:
 
 def _num(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 3)
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
