@@ -352,7 +352,9 @@ def calibrate(
         seed=seed,
     )
     fan_out = None
-    if shards:
+    if shards is not None:
+        if shards < 1:
+            raise TokenLensError(f"shards: at least 1 (or empty for no shards), got {shards}")
         fan_out = FanOutSettings(shards, shard_deployment, calls_limit, shard_lost_after)
         if design == "sequential":
             raise TokenLensError(

@@ -11,6 +11,7 @@ import pytest
 
 from tokenlens.calibration.session import open_calibration
 from tokenlens.calibration.shards import ShardError, ShardSpec, open_shard, plan_shards
+from tokenlens.errors import TokenLensError
 from tokenlens.tasks import load_tasks
 
 
@@ -62,3 +63,19 @@ def test_a_worker_with_another_task_file_refuses_the_shard(
     unknown = ShardSpec(0, 1, ("no-such-task",))
     with pytest.raises(ShardError, match="no-such-task"):
         open_shard(cal.config, unknown, run_id=cal.store.run_id, calibration_id=cal.calibration_id)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shards": 0}, "shards: at least 1"),
+        ({"shards": 2, "design": "sequential"}, "sequential design decides each round"),
+    ],
+)
+def test_the_flow_refuses_shards_it_cannot_run(
+    prefect_api: str, make_config: Any, options: dict[str, Any], message: str
+) -> None:
+    from flows.calibrate import calibrate, flow_parameters
+
+    with pytest.raises(TokenLensError, match=message):
+        calibrate(**flow_parameters(make_config(), **options))
