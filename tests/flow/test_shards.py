@@ -30,8 +30,10 @@ from typing import Any
 
 import pytest
 import s3fs
+from prefect.client.orchestration import get_client
 
 from flows.calibrate import calibrate, flow_parameters
+from tokenlens.calibration.fanout import existing_limits, limit_name
 from tokenlens.calibration.shards import ShardError
 from tokenlens.ledger import Ledger
 from tokenlens.storage import location, read_parquet
@@ -151,7 +153,11 @@ def test_one_calibration_sharded_over_two_workers(
     anthropic.configure(latency_s=LATENCY)
     config = in_bucket(make_config, repeats=1, concurrency=4)
     ledger = f"{config.store}/ledger"
-    result = sharded(config, calls_limit=3)
+    try:
+        result = sharded(config, calls_limit=3)
+    finally:  # the other tests run without a limit (a missing one must not hold anything up)
+        with get_client(sync_client=True) as client:
+            client.delete_global_concurrency_limit_by_name(limit_name(config.model))
 
     # Both workers ran a shard: the shard's launching process is a worker we started.
     shards = result["shards"]
@@ -182,6 +188,7 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
     anthropic.configure(latency_s=LATENCY)
     config = in_bucket(make_config, repeats=2, concurrency=2)
     ledger = f"{config.store}/ledger"
+    assert not existing_limits([config.model])  # shards run unlimited, and do not wait
     killed: dict[str, Any] = {}
 
     def kill_a_worker_mid_shard() -> None:
