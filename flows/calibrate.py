@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 from uuid import UUID
@@ -31,7 +30,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
-from tokenlens.calibration.fanout import ensure_call_limits, run_shards
+from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
@@ -40,8 +39,8 @@ from tokenlens.calibration.session import (
     estimate_spend,
     open_calibration,
 )
-from tokenlens.calibration.shards import plan_shards, reopen_ledger
-from tokenlens.calibration.stages import Calibration, Published, Row, judge_name_for
+from tokenlens.calibration.shards import reopen_ledger
+from tokenlens.calibration.stages import Calibration, Published, Row
 from tokenlens.calibration.summary import (
     curve_records,
     report_artifact,
@@ -175,49 +174,12 @@ def _paid_calls(result: RoundsResult) -> int:
     return len(clear) + 2 * result.asked_pairs
 
 
-@dataclass(frozen=True)
-class FanOutSettings:
-    """How a run is split over a work pool (the flow's `shards` parameters)."""
-
-    shards: int
-    deployment: str
-    calls_limit: int | None
-    lost_after: float
-
-
 @task(**_STAGE_OPTIONS)
 def pay_in_shards(
     cal: Calibration, tasks: list[CalibrationTask], fan_out: FanOutSettings
 ) -> list[dict[str, Any]]:
     """Pay for every answer and judge call in shards run by the pool's workers."""
-    logger = get_run_logger()
-    if fan_out.calls_limit is not None:
-        model = cal.model
-        models = {model, judge_name_for(cal.config, model)} - {"metric"}
-        names = ensure_call_limits(models, fan_out.calls_limit)
-        logger.info("global limits %s: %d calls in flight", ", ".join(names), fan_out.calls_limit)
-    specs = plan_shards(tasks, fan_out.shards)
-    shard_config = cal.config
-    if shard_config.max_spend is not None:  # the run's cap, shared out evenly
-        shard_config = shard_config.model_copy(
-            update={"max_spend": shard_config.max_spend / len(specs)}
-        )
-    runs = run_shards(
-        fan_out.deployment,
-        specs,
-        {
-            "config": shard_config.model_dump(mode="json"),
-            "run_id": cal.store.run_id,
-            "calibration_id": cal.calibration_id,
-        },
-        lost_after=fan_out.lost_after,
-        log=logger,
-    )
-    return [
-        {"shard": run.spec.index, "flow_run": run.name, "flow_run_id": str(run.flow_run_id),
-         **(run.result or {})}
-        for run in runs
-    ]  # fmt: skip
+    return pay_with_shards(cal, tasks, fan_out, log=get_run_logger())
 
 
 @task(**_STAGE_OPTIONS)
@@ -437,6 +399,12 @@ def _calibrate(
         except SpendLimitReached:
             _publish_spend(cal, estimate)
             raise
+        if fan_out is not None and cal.spend.new_calls:
+            logger.warning(
+                "the shards left %d calls unpaid (failed calls, or an arm a worker could "
+                "not compress); this process paid for them",
+                cal.spend.new_calls,
+            )
         if config.design != "sequential":
             curve = aggregate(cal, grades)
         requested = list(config.classes) if config.classes else None

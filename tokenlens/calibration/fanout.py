@@ -31,8 +31,10 @@ from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
-from tokenlens.calibration.shards import ShardError, ShardSpec
+from tokenlens.calibration.shards import ShardError, ShardSpec, plan_shards
+from tokenlens.calibration.stages import Calibration, judge_name_for
 from tokenlens.models.base import Completion, CompletionRequest, ModelClient
+from tokenlens.tasks import CalibrationTask
 
 #: Artifact in which each shard run records its `ShardResult` (read back by the parent).
 KEY_SHARD = "calibration-shard"
@@ -105,6 +107,48 @@ class LimitedClient:
             raise_on_lease_renewal_failure=False,
         ):
             return self.inner.complete(request)
+
+
+@dataclass(frozen=True)
+class FanOutSettings:
+    """How a run is split over a work pool (the `calibrate` flow's shard parameters)."""
+
+    shards: int
+    deployment: str
+    calls_limit: int | None
+    lost_after: float
+
+
+def pay_with_shards(
+    cal: Calibration, tasks: list[CalibrationTask], settings: FanOutSettings, *, log: Any
+) -> list[dict[str, Any]]:
+    """Ensure the call limits, run the run's shards on the pool; what each shard did.
+
+    The run's spend cap is shared out evenly: each shard gets `max_spend / shards`.
+    """
+    if settings.calls_limit is not None:
+        models = {cal.model, judge_name_for(cal.config, cal.model)} - {"metric"}
+        names = ensure_call_limits(models, settings.calls_limit)
+        log.info("global limits %s: %d calls in flight", ", ".join(names), settings.calls_limit)
+    specs = plan_shards(tasks, settings.shards)
+    config = cal.config
+    if config.max_spend is not None:
+        config = config.model_copy(update={"max_spend": config.max_spend / len(specs)})
+    common = {
+        "config": config.model_dump(mode="json"),
+        "run_id": cal.store.run_id,
+        "calibration_id": cal.calibration_id,
+    }
+    runs = run_shards(settings.deployment, specs, common, lost_after=settings.lost_after, log=log)
+    return [
+        {
+            "shard": run.spec.index,
+            "flow_run": run.name,
+            "flow_run_id": str(run.flow_run_id),
+            **(run.result or {}),
+        }
+        for run in runs
+    ]
 
 
 @dataclass(frozen=True)
