@@ -104,13 +104,13 @@ def main() -> None:
     print(f"  wall time      {wall:7.2f} s")
     print(f"  ideal          {ideal:7.2f} s  (calls x latency / concurrency)")
     print(f"  overhead       {wall - ideal:7.2f} s  ({wall / ideal:.2f}x ideal)")
-    print(f"cached rerun:    {cached:7.2f} s, {rerun_calls} calls, {again['new_calls']} new")
+    print(f"cached rerun:    {cached:7.2f} s, {rerun_calls} calls, {again.new_calls} new")
     print(
         f"CLI no-op rerun: {cli_wall:7.2f} s wall (new process + temporary Prefect server), "
         f"{cli_calls} calls, exit {done.returncode}"
     )
     print(f"  {spend[0] if spend else done.stderr[-500:]}")
-    print(f"policy: {first['policy_path']}")
+    print(f"policy: {first.policy_path}")
 
 
 if __name__ == "__main__":

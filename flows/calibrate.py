@@ -32,6 +32,7 @@ from prefect.cache_policies import NO_CACHE
 from tokenlens.calibration import stages
 from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
+from tokenlens.calibration.result import CalibrationResult, ShardRun
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
@@ -40,7 +41,7 @@ from tokenlens.calibration.session import (
     open_calibration,
 )
 from tokenlens.calibration.shards import reopen_ledger
-from tokenlens.calibration.stages import Calibration, Published, Row
+from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import (
     curve_records,
     report_artifact,
@@ -65,6 +66,7 @@ from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, TokenLensError
 from tokenlens.report import seed_lines
+from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
 
 #: Stable artifact keys (lowercase letters, digits, dashes).
@@ -115,36 +117,39 @@ class ArtifactProgress:
 
 
 @task(**_STAGE_OPTIONS)
-def load_tasks(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+def load_tasks(cal: Calibration, tasks: list[CalibrationTask]) -> list[TaskRow]:
     """Record the run's tasks (selected from the task file) as the tasks table."""
     return stages.load_stage(cal.config, cal.store, tasks, cal.model)
 
 
 @task(**_STAGE_OPTIONS)
-def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Row]:
+def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[CompressionRow]:
     """Compress every task with every arm of the ladder (reusing stored bodies)."""
     return stages.compress_stage(cal, tasks)
 
 
 @task(**_STAGE_OPTIONS)
 def sample_answers(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
-) -> list[Row]:
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
+) -> list[AnswerRow]:
     """Obtain the cleartext, control and compressed answers (ledger first)."""
     return stages.sample_stage(cal, tasks, compressions)
 
 
 @task(**_STAGE_OPTIONS)
 def judge_pairs(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row], answers: list[Row]
-) -> list[Row]:
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    answers: list[AnswerRow],
+) -> list[GradeRow]:
     """Grade each (cleartext, second answer) pair with the configured judges."""
     return stages.judge_stage(cal, tasks, compressions, answers)
 
 
 @task(**_STAGE_OPTIONS)
 def sample_in_rounds(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
 ) -> RoundsResult:
     """Sample and judge in rounds until every arm's verdict is settled (sequential design)."""
     logger = get_run_logger()
@@ -177,13 +182,13 @@ def _paid_calls(result: RoundsResult) -> int:
 @task(**_STAGE_OPTIONS)
 def pay_in_shards(
     cal: Calibration, tasks: list[CalibrationTask], fan_out: FanOutSettings
-) -> list[dict[str, Any]]:
+) -> list[ShardRun]:
     """Pay for every answer and judge call in shards run by the pool's workers."""
     return pay_with_shards(cal, tasks, fan_out, log=get_run_logger())
 
 
 @task(**_STAGE_OPTIONS)
-def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
+def aggregate(cal: Calibration, grades: list[GradeRow]) -> Curve:
     """Turn grades into the per-class quality curve of the deciding judge."""
     return stages.aggregate_stage(cal, grades)
 
@@ -192,7 +197,7 @@ def aggregate(cal: Calibration, grades: list[Row]) -> Curve:
 def publish_policy(
     cal: Calibration,
     curve: Curve,
-    grades: list[Row],
+    grades: list[GradeRow],
     requested: list[str] | None,
     unavailable: dict[str, str],
     tasks: list[CalibrationTask] | None = None,
@@ -235,7 +240,7 @@ def calibrate(
     shard_deployment: str = "calibrate-shard/shard",
     calls_limit: int | None = None,
     shard_lost_after: float = 600.0,
-) -> dict[str, Any]:
+) -> CalibrationResult:
     """Calibrate the compression ladder against answer quality and publish a policy.
 
     Every setting is its own parameter, so one can be overridden
@@ -333,9 +338,9 @@ def calibrate(
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()
-    unresolved = result["unresolved_classes"]
+    unresolved = result.unresolved_classes
     if fail_on_unresolved and unresolved:
-        raise CalibrationUnresolved(unresolved, result["run_id"], result["report_path"])
+        raise CalibrationUnresolved(unresolved, result.run_id, result.report_path)
     return result
 
 
@@ -353,7 +358,7 @@ def _calibrate(
     fresh_sample: bool,
     resume: str | None,
     fan_out: FanOutSettings | None = None,
-) -> dict[str, Any]:
+) -> CalibrationResult:
     logger = get_run_logger()
     cal, selected = open_calibration(
         config,
@@ -385,7 +390,7 @@ def _calibrate(
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
         estimate = estimate_spend(cal, selected, compressions).describe()
         logger.info("spend estimate: %s", estimate)
-        shard_runs: list[dict[str, Any]] = []
+        shard_runs: list[ShardRun] = []
         if fan_out is not None:
             shard_runs = pay_in_shards(cal, selected, fan_out)
             cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
@@ -417,24 +422,24 @@ def _calibrate(
         finish_run(config.store, cal.run, "finished")
     lines = seed_lines(published.policy)
     _publish_artifacts(cal, curve, published, lines, estimate)
-    return {
-        "calibration_id": cal.calibration_id,
-        "run_id": cal.store.run_id,
-        "seed": config.seed,
-        "policy_path": str(published.policy_path),
-        "report_path": str(published.report_path),
-        "store": cal.store.run_dir.url,
-        "ledger": str(cal.ledger.calls_path),
-        "exit_code": published.exit_code,
-        "unresolved_classes": list(published.unresolved),
-        "policy_lines": lines,
-        "unavailable_arms": unavailable,
-        "new_calls": cal.spend.new_calls,
-        "spend_line": spend_line(cal.spend),
-        "spent_usd": cal.spend.spent,
-        "estimate": estimate,
-        "shards": shard_runs,
-    }
+    return CalibrationResult(
+        calibration_id=cal.calibration_id,
+        run_id=cal.store.run_id,
+        seed=config.seed,
+        policy_path=str(published.policy_path),
+        report_path=str(published.report_path),
+        store=cal.store.run_dir.url,
+        ledger=str(cal.ledger.calls_path),
+        exit_code=published.exit_code,
+        unresolved_classes=list(published.unresolved),
+        policy_lines=lines,
+        unavailable_arms=unavailable,
+        new_calls=cal.spend.new_calls,
+        spend_line=spend_line(cal.spend),
+        spent_usd=cal.spend.spent,
+        estimate=estimate,
+        shards=shard_runs,
+    )
 
 
 def _flow_run_id() -> str | None:
@@ -486,7 +491,8 @@ def _publish_artifacts(
         "",
         where_markdown("Policy file", published.policy_path) + ".",
     ]
-    unavailable = stages.unavailable_arms(cal.store.read("compressions"))
+    stored = cast(list[CompressionRow], cal.store.read("compressions"))
+    unavailable = stages.unavailable_arms(stored)
     if unavailable:
         markdown += ["", "Arms not measured here:"]
         markdown += [f"- `{arm}`: {reason}" for arm, reason in unavailable.items()]

@@ -1,4 +1,6 @@
-"""Session-wide test settings and the loopback Anthropic server.
+"""Session-wide test settings and the servers every test shares: the loopback Anthropic
+server and one Prefect server per session (a fresh database costs ~25 s; its scheduler is
+off, so the nightly cron never fires during a test).
 
 The environment is set when this file loads, before any test module imports prefect or
 huggingface: Prefect must not write to ~/.prefect or phone home, and hub loads must fail
@@ -11,9 +13,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tokenlens.config import CalibrationConfig
 from tokenlens.testing import FakeAnthropic
 
 _SESSION_DIR = tempfile.mkdtemp(prefix="tokenlens-tests-")
@@ -26,6 +31,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(_SESSION_DIR, "tiktoken")
 os.environ.pop("ANTHROPIC_API_KEY", None)
+
+REPO = Path(__file__).resolve().parents[1]
+#: Two classes x two tasks of the bundled set: small, but every stage has real work.
+CLASSES = ("extraction", "numeric-reasoning")
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +54,50 @@ def fake_anthropic(anthropic_server: FakeAnthropic) -> Iterator[FakeAnthropic]:
     finally:
         anthropic_server.reset()
         anthropic_server.configure(**settings)
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[str]:
+    """A Prefect server for the whole session; yields its API URL."""
+    os.environ["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] = "false"
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture
+def anthropic(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeAnthropic]:
+    """The loopback server as the Anthropic backend (dummy key; the real one is popped)."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+    yield fake_anthropic
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Any:
+    """A factory of calibration configs small enough for a test, on the Anthropic backend."""
+
+    def make(root: Path | None = None, **overrides: Any) -> CalibrationConfig:
+        base = root or tmp_path
+        fields: dict[str, Any] = {
+            "backend": "anthropic",
+            "model": "claude-haiku-4-5",
+            "classes": CLASSES,
+            "max_tasks_per_class": 2,
+            "methods": ("safe", "minify", "prune"),
+            "rates": (0.6,),
+            "repeats": 2,
+            "judge": "metric",
+            "concurrency": 4,
+            "store": base / "store",
+            "reports": base / "reports",
+            "max_tokens": 1024,
+        }
+        fields.update(overrides)
+        return CalibrationConfig(**fields)
+
+    return make

@@ -30,6 +30,7 @@ from tokenlens.errors import ArmUnavailable, TokenLensError
 from tokenlens.ledger import Ledger
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.storage import location
+from tokenlens.tables import CompressionRow
 from tokenlens.tokens import TOKENIZER_NOTE
 
 CLEARTEXT = "cleartext"
@@ -136,13 +137,23 @@ def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
     what the ledger under `config.store` already holds (see module docstring)."""
     from tokenlens.calibration.estimate import plan_calls
 
-    compressions = [
+    compressions: list[CompressionRow] = [
         {
             "task_id": r.task_id,
+            "task_class": r.task_class,
             "arm": r.arm,
+            "method": Arm.parse(r.arm).method,
+            "rate": Arm.parse(r.arm).rate,
             "status": "unavailable" if r.unavailable else "ok",
             "reason": r.unavailable,
+            "cache_key": "",  # the plan reads arm, status, reason and body only
             "body_json": r.body_json,
+            "original_tokens": None,
+            "compressed_tokens": r.tokens,
+            "reduction": r.reduction,
+            "eligible_blocks": r.eligible_blocks,
+            "total_blocks": r.total_blocks,
+            "elapsed_ms": None,
         }
         for r in rows
         if r.arm != CLEARTEXT

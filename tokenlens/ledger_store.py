@@ -31,6 +31,10 @@ writers and compactors (no lock anywhere):
    is never paid again; two workers that both miss within one call's duration both pay,
    the first create wins, and the second keeps its answer under ``duplicates/`` and
    uses the winner's.
+
+Why one module past 400 lines: the two layouts implement one small interface side by side
+and share the record codec; their durability arguments (above) read best next to each
+other, and splitting them would put the guarantee in one file and its proof in another.
 """
 
 from __future__ import annotations
@@ -46,11 +50,14 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tokenlens.errors import TokenLensError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
 from tokenlens.storage import Location, StorageError, unique_name
+
+if TYPE_CHECKING:
+    from tokenlens.tables import CallRow
 
 log = logging.getLogger(__name__)
 
@@ -371,13 +378,13 @@ def _records_of_table(where: Location, raw: bytes) -> list[CallRecord]:
     import pyarrow.parquet as pq
 
     try:
-        rows = pq.read_table(pa.BufferReader(raw)).to_pylist()
+        rows = cast("list[CallRow]", pq.read_table(pa.BufferReader(raw)).to_pylist())
     except (OSError, ValueError) as exc:
         raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
     return [_record_of_row(row) for row in rows]
 
 
-def _record_of_row(row: dict[str, Any]) -> CallRecord:
+def _record_of_row(row: CallRow) -> CallRecord:
     usage = Usage(
         input_tokens=row["input_tokens"] or 0,
         output_tokens=row["output_tokens"] or 0,
@@ -412,7 +419,7 @@ def table_bytes(records: Iterable[CallRecord]) -> bytes:
 
     from tokenlens.tables import CALLS, TABLES_VERSION
 
-    rows = [
+    rows: list[CallRow] = [
         {
             "key": r.key,
             "kind": r.kind,

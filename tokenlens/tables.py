@@ -1,156 +1,218 @@
-"""The schema of every table the calibration writes, defined once.
+"""Every table the calibration writes: one typed record per table, its Arrow schema derived.
 
 Each stage of the flow writes one Parquet table under the store root; this module is
-the single owner of their columns and types (bump `TABLES_VERSION` on any change).
+the single owner of their columns and types (bump `TABLES_VERSION` on any change). A
+table is declared once, as a record (`GradeRow`, ...); its schema (`GRADES`, ...) is
+derived from the record by `arrow_schema`: field order, Arrow type (`Int32`/`Int64` say
+the integer width) and nullability (`X | None`), so the two cannot drift apart.
+
+Why `TypedDict` rather than dataclasses or pydantic models: a row stays the plain dict that
+`pa.Table.from_pylist`, `pd.DataFrame` and `to_pylist` already speak, so the stages keep
+their behaviour and cost (no conversion per row, no validation pass over thousands of
+rows: the Arrow write checks the types), while mypy checks every key, in a row literal
+(a missing, extra or misspelled field fails) and in every `row["..."]` read or write.
 """
 
 from __future__ import annotations
+
+import types
+from typing import Annotated, Literal, TypedDict, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
 TABLES_VERSION = 3
 
-#: One row per judged pair: a (task, arm, replicate) cell. For the control arm
-#: `grade_clear` is the first cleartext answer's grade and `grade_comp` the second's.
-GRADES = pa.schema(
-    [
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("task_class", pa.string(), nullable=False),
-        pa.field("arm", pa.string(), nullable=False),  # Arm.key, e.g. "prune@0.6" / "control"
-        pa.field("method", pa.string(), nullable=False),
-        pa.field("rate", pa.float64()),
-        pa.field("replicate", pa.int32(), nullable=False),
-        pa.field("judge", pa.string(), nullable=False),  # "metric" or the judge model id
-        pa.field("grade_clear", pa.float64()),  # 0-100; null on error
-        pa.field("grade_comp", pa.float64()),  # 0-100; null on error
-        pa.field("reduction", pa.float64()),  # measured token reduction of this task x arm, 0-1
-        pa.field("tokens_clear", pa.int64()),
-        pa.field("tokens_comp", pa.int64()),
-        pa.field("note", pa.string()),
-        pa.field("error", pa.string()),  # why the row has no grades; null when fine
-        # 0 (or null) = the pair's first judgement; 1 = the same pair judged again
-        # (--judge-twice, control pairs), used only to split the noise floor.
-        pa.field("judge_pass", pa.int32()),
-    ]
-)
+#: Integer columns say their Arrow width; `str`, `float` and `bool` map one to one.
+Int32 = Annotated[int, pa.int32()]
+Int64 = Annotated[int, pa.int64()]
 
-#: One row per (class, arm) of the quality curve, written by `tokenlens.decision.aggregate`.
-#: Class "__all__" pools every class (the policy's `default`). The arm "control" row holds
-#: the class's noise floor. Retentions are fractions capped into 0-1 (1.0 = no loss);
-#: `reduction` is 0-1.
-CURVE = pa.schema(
-    [
-        pa.field("task_class", pa.string(), nullable=False),
-        pa.field("arm", pa.string(), nullable=False),
-        pa.field("method", pa.string(), nullable=False),
-        pa.field("rate", pa.float64()),
-        pa.field("judge", pa.string(), nullable=False),
-        pa.field("n_tasks", pa.int32(), nullable=False),
-        pa.field("n_pairs", pa.int32(), nullable=False),  # usable pairs (first judgement)
-        pa.field("n_errors", pa.int32(), nullable=False),  # rows with no valid grades
-        pa.field("n_broken", pa.int32(), nullable=False),  # cleartext graded 0: left out
-        pa.field("reduction", pa.float64()),  # mean measured token reduction over tasks
-        pa.field("retention_mean", pa.float64()),  # capped per-pair mean: the seed's reading
-        pa.field("retention", pa.float64()),  # pooled retention (tokenlens.stats), capped
-        pa.field("retention_low", pa.float64()),  # one-sided 95 % bounds of `retention`
-        pa.field("retention_high", pa.float64()),  # (together a 90 % interval), capped
-        pa.field("sd_between", pa.float64()),  # between-task spread (for the planner)
-        pa.field("sd_within", pa.float64()),  # within-task (replicate) spread
-        pa.field("worst_case", pa.float64()),  # lowest per-task capped mean retention
-        pa.field("noise_floor", pa.float64()),  # 1 - capped mean control retention
-        pa.field("noise_floor_low", pa.float64()),  # its 95 % interval
-        pa.field("noise_floor_high", pa.float64()),
-        pa.field("floor_judge", pa.float64()),  # judge-inconsistency share of the floor
-        pa.field("floor_sampling", pa.float64()),  # sampling-noise share of the floor
-        pa.field("bar", pa.float64()),  # tolerance - noise floor (what --mode mean reads)
-        pa.field("tasks_needed", pa.int64()),  # tasks a ? needs (minimum evidence)
-        pa.field("tasks_needed_measured", pa.int64()),  # tasks a ✓ needs
-        pa.field("passes", pa.bool_()),  # the arm clears the rule on its own
-        pa.field("certain", pa.bool_()),  # it would be ✓ (enough tasks, narrow floor)
-        pa.field("chosen", pa.bool_()),  # the walk's choice for the class
-        # control | held | failed | ignored (passes after a failure) | not_reached
-        # (fails after a failure) | no_savings | not_measured (no graded pair) |
-        # unmeasurable | too_few_tasks
-        pa.field("status", pa.string(), nullable=False),
-    ]
-)
+_PLAIN: dict[object, pa.DataType] = {str: pa.string(), float: pa.float64(), bool: pa.bool_()}
+
+
+def arrow_schema(record: type) -> pa.Schema:
+    """The Arrow schema of a record: its fields in order; `X | None` is nullable."""
+    fields = []
+    for name, hint in get_type_hints(record, include_extras=True).items():
+        nullable = False
+        if get_origin(hint) in (Union, types.UnionType):
+            rest = [arg for arg in get_args(hint) if arg is not type(None)]
+            if len(rest) != 1:
+                raise TypeError(f"{record.__name__}.{name}: {hint!r} is not `X` or `X | None`")
+            hint, nullable = rest[0], True
+        fields.append(pa.field(name, _arrow_type(record, name, hint), nullable=nullable))
+    return pa.schema(fields)
+
+
+def _arrow_type(record: type, name: str, hint: object) -> pa.DataType:
+    if get_origin(hint) is Annotated:
+        marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, pa.DataType)]
+        if len(marks) == 1:
+            return marks[0]
+    elif get_origin(hint) is Literal and all(isinstance(v, str) for v in get_args(hint)):
+        return pa.string()
+    elif hint in _PLAIN:
+        return _PLAIN[hint]
+    raise TypeError(
+        f"{record.__name__}.{name}: no Arrow type for {hint!r} (use str, float, bool, "
+        "a Literal of strings, Int32 or Int64)"
+    )
+
+
+class GradeRow(TypedDict):
+    """One row per judged pair: a (task, arm, replicate) cell. For the control arm
+    `grade_clear` is the first cleartext answer's grade and `grade_comp` the second's."""
+
+    task_id: str
+    task_class: str
+    arm: str  # Arm.key, e.g. "prune@0.6" / "control"
+    method: str
+    rate: float | None
+    replicate: Int32
+    judge: str  # "metric" or the judge model id
+    grade_clear: float | None  # 0-100; null on error
+    grade_comp: float | None  # 0-100; null on error
+    reduction: float | None  # measured token reduction of this task x arm, 0-1
+    tokens_clear: Int64 | None
+    tokens_comp: Int64 | None
+    note: str | None
+    error: str | None  # why the row has no grades; null when fine
+    # 0 (or null) = the pair's first judgement; 1 = the same pair judged again
+    # (--judge-twice, control pairs), used only to split the noise floor.
+    judge_pass: Int32 | None
+
+
+GRADES = arrow_schema(GradeRow)
+
+
+class CurveRow(TypedDict):
+    """One row per (class, arm) of the quality curve, written by `tokenlens.decision.aggregate`.
+    Class "__all__" pools every class (the policy's `default`). The arm "control" row holds
+    the class's noise floor. Retentions are fractions capped into 0-1 (1.0 = no loss);
+    `reduction` is 0-1."""
+
+    task_class: str
+    arm: str
+    method: str
+    rate: float | None
+    judge: str
+    n_tasks: Int32
+    n_pairs: Int32  # usable pairs (first judgement)
+    n_errors: Int32  # rows with no valid grades
+    n_broken: Int32  # cleartext graded 0: left out
+    reduction: float | None  # mean measured token reduction over tasks
+    retention_mean: float | None  # capped per-pair mean: the seed's reading
+    retention: float | None  # pooled retention (tokenlens.stats), capped
+    retention_low: float | None  # one-sided 95 % bounds of `retention`
+    retention_high: float | None  # (together a 90 % interval), capped
+    sd_between: float | None  # between-task spread (for the planner)
+    sd_within: float | None  # within-task (replicate) spread
+    worst_case: float | None  # lowest per-task capped mean retention
+    noise_floor: float | None  # 1 - capped mean control retention
+    noise_floor_low: float | None  # its 95 % interval
+    noise_floor_high: float | None
+    floor_judge: float | None  # judge-inconsistency share of the floor
+    floor_sampling: float | None  # sampling-noise share of the floor
+    bar: float | None  # tolerance - noise floor (what --mode mean reads)
+    tasks_needed: Int64 | None  # tasks a ? needs (minimum evidence)
+    tasks_needed_measured: Int64 | None  # tasks a ✓ needs
+    passes: bool | None  # the arm clears the rule on its own
+    certain: bool | None  # it would be ✓ (enough tasks, narrow floor)
+    chosen: bool | None  # the walk's choice for the class
+    # control | held | failed | ignored (passes after a failure) | not_reached
+    # (fails after a failure) | no_savings | not_measured (no graded pair) |
+    # unmeasurable | too_few_tasks
+    status: str
+
+
+CURVE = arrow_schema(CurveRow)
 
 # -- Tables of the calibration flow (owned by the flow; see tokenlens.calibration) ------------
 
-#: One row per task in the run: what was measured, and a hash of its content.
-TASKS = pa.schema(
-    [
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("task_class", pa.string(), nullable=False),
-        pa.field("content_hash", pa.string(), nullable=False),  # sha256 of the task's JSON
-        pa.field("request_json", pa.string(), nullable=False),  # the cleartext Messages body
-        pa.field("tokens", pa.int64(), nullable=False),  # estimated prompt tokens (cl100k)
-    ]
-)
 
-#: One row per (task, arm): the compressed body, or why the arm could not run.
-COMPRESSIONS = pa.schema(
-    [
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("task_class", pa.string(), nullable=False),
-        pa.field("arm", pa.string(), nullable=False),
-        pa.field("method", pa.string(), nullable=False),
-        pa.field("rate", pa.float64()),
-        pa.field("status", pa.string(), nullable=False),  # "ok" | "unavailable" | "error"
-        pa.field("reason", pa.string()),  # why not ok; null when fine
-        pa.field("cache_key", pa.string(), nullable=False),  # sha256(task, arm, settings)
-        pa.field("body_json", pa.string()),  # the compressed Messages body; null unless ok
-        pa.field("original_tokens", pa.int64()),
-        pa.field("compressed_tokens", pa.int64()),
-        pa.field("reduction", pa.float64()),  # 0-1
-        pa.field("eligible_blocks", pa.int32()),
-        pa.field("total_blocks", pa.int32()),
-        pa.field("elapsed_ms", pa.float64()),
-    ]
-)
+class TaskRow(TypedDict):
+    """One row per task in the run: what was measured, and a hash of its content."""
 
-#: One row per answer cell: (task, arm, replicate, sample). Sample 0 is the cleartext
-#: answer of the replicate; sample 1 is the second answer (compressed for an arm, a second
-#: cleartext answer for the control arm).
-ANSWERS = pa.schema(
-    [
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("task_class", pa.string(), nullable=False),
-        pa.field("arm", pa.string(), nullable=False),  # "clear" for sample 0
-        pa.field("replicate", pa.int32(), nullable=False),
-        pa.field("sample", pa.int32(), nullable=False),
-        pa.field("seed", pa.int64(), nullable=False),
-        pa.field("call_key", pa.string(), nullable=False),  # the ledger key
-        pa.field("text", pa.string()),  # null on error
-        pa.field("stop_reason", pa.string()),
-        pa.field("input_tokens", pa.int64()),
-        pa.field("output_tokens", pa.int64()),
-        pa.field("cost_usd", pa.float64()),
-        pa.field("latency_s", pa.float64()),
-        pa.field("error", pa.string()),  # why there is no usable answer; null when fine
-    ]
-)
+    task_id: str
+    task_class: str
+    content_hash: str  # sha256 of the task's JSON
+    request_json: str  # the cleartext Messages body
+    tokens: Int64  # estimated prompt tokens (cl100k)
 
-#: The call ledger compacted: one row per paid call (answer or judge), keyed by content hash.
-CALLS = pa.schema(
-    [
-        pa.field("key", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # "answer" | "judge"
-        pa.field("client", pa.string(), nullable=False),  # ModelClient.name
-        pa.field("salt", pa.string()),  # extra key material, e.g. the judge prompt version
-        pa.field("model", pa.string(), nullable=False),  # requested model
-        pa.field("request_json", pa.string(), nullable=False),  # the full CompletionRequest
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("parsed_json", pa.string()),
-        pa.field("response_model", pa.string(), nullable=False),
-        pa.field("stop_reason", pa.string()),
-        pa.field("input_tokens", pa.int64()),
-        pa.field("output_tokens", pa.int64()),
-        pa.field("cache_read_tokens", pa.int64()),
-        pa.field("cache_write_tokens", pa.int64()),
-        pa.field("cost_usd", pa.float64()),  # null when the model has no price
-        pa.field("latency_s", pa.float64()),
-        pa.field("backend", pa.string()),
-        pa.field("created", pa.string(), nullable=False),  # ISO 8601 UTC
-    ]
-)
+
+TASKS = arrow_schema(TaskRow)
+
+CompressionStatus = Literal["ok", "unavailable", "error"]
+
+
+class CompressionRow(TypedDict):
+    """One row per (task, arm): the compressed body, or why the arm could not run."""
+
+    task_id: str
+    task_class: str
+    arm: str
+    method: str
+    rate: float | None
+    status: CompressionStatus
+    reason: str | None  # why not ok; null when fine
+    cache_key: str  # sha256(task, arm, settings)
+    body_json: str | None  # the compressed Messages body; null unless ok
+    original_tokens: Int64 | None
+    compressed_tokens: Int64 | None
+    reduction: float | None  # 0-1
+    eligible_blocks: Int32 | None
+    total_blocks: Int32 | None
+    elapsed_ms: float | None
+
+
+COMPRESSIONS = arrow_schema(CompressionRow)
+
+
+class AnswerRow(TypedDict):
+    """One row per answer cell: (task, arm, replicate, sample). Sample 0 is the cleartext
+    answer of the replicate; sample 1 is the second answer (compressed for an arm, a second
+    cleartext answer for the control arm)."""
+
+    task_id: str
+    task_class: str
+    arm: str  # "clear" for sample 0
+    replicate: Int32
+    sample: Int32
+    seed: Int64
+    call_key: str  # the ledger key
+    text: str | None  # null on error
+    stop_reason: str | None
+    input_tokens: Int64 | None
+    output_tokens: Int64 | None
+    cost_usd: float | None
+    latency_s: float | None
+    error: str | None  # why there is no usable answer; null when fine
+
+
+ANSWERS = arrow_schema(AnswerRow)
+
+
+class CallRow(TypedDict):
+    """The call ledger compacted: one row per paid call (answer or judge), keyed by content
+    hash."""
+
+    key: str
+    kind: str  # "answer" | "judge"
+    client: str  # ModelClient.name
+    salt: str | None  # extra key material, e.g. the judge prompt version
+    model: str  # requested model
+    request_json: str  # the full CompletionRequest
+    text: str
+    parsed_json: str | None
+    response_model: str
+    stop_reason: str | None
+    input_tokens: Int64 | None
+    output_tokens: Int64 | None
+    cache_read_tokens: Int64 | None
+    cache_write_tokens: Int64 | None
+    cost_usd: float | None  # null when the model has no price
+    latency_s: float | None
+    backend: str | None
+    created: str  # ISO 8601 UTC
+
+
+CALLS = arrow_schema(CallRow)

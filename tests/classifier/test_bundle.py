@@ -114,7 +114,7 @@ def test_the_proxy_loads_numpy_only_with_a_bundle_and_never_sklearn(
     code = (
         "import sys\n"
         "import tokenlens.proxy.app\n"
-        "from tokenlens.proxy.classify import classify\n"
+        "from tokenlens.classifier.classify import classify\n"
         "from tokenlens.classifier.bundle import load_bundle\n"
         "assert 'numpy' not in sys.modules, 'numpy at import'\n"
         f"bundle = load_bundle({str(path)!r})\n"
@@ -142,7 +142,7 @@ def test_the_proxy_loads_numpy_only_with_a_bundle_and_never_sklearn(
 def test_odd_bodies_are_classified_never_raise(
     body: dict[str, object], starter_bundle: ClassifierBundle
 ) -> None:
-    from tokenlens.proxy.classify import classify
+    from tokenlens.classifier.classify import classify
 
     found = classify(body, None, starter_bundle.classes, starter_bundle)
     assert found.source in ("model", "default")

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from tokenlens.classifier import fit as fitting
+from tokenlens.classifier.classify import classify
 from tokenlens.compress.arms import Arm
 from tokenlens.policy import Policy, PolicyEntry
-from tokenlens.proxy.classify import classify
 from tokenlens.routing import (
     UNSURE,
     arms_by_prediction,

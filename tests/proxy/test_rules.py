@@ -10,12 +10,12 @@ import anyio
 import pytest
 
 from tokenlens.classifier.bundle import ClassifierBundle, FitSummary
+from tokenlens.classifier.classify import classify, rule_class, split_question
 from tokenlens.classifier.features import slot
 from tokenlens.compress import compress_request
 from tokenlens.compress.arms import Arm
 from tokenlens.errors import CompressionError
 from tokenlens.proxy.apply import choose_arm, compress_within, fallback_arm, policy_arm
-from tokenlens.proxy.classify import classify, rule_class, split_question
 from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings, is_loopback
 from tokenlens.proxy.upstream import OutboundProxy, outbound_proxy
 

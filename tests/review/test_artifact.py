@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
 from tokenlens.cli import main as cli_main
@@ -13,16 +10,6 @@ from tokenlens.review.session import open_review
 from .conftest import LoopbackRun
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def prefect_api() -> Iterator[str]:
-    os.environ["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] = "false"
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield str(PREFECT_API_URL.value())
 
 
 def test_artifacts_hold_the_summary_and_the_class_table(

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from tokenlens.calibration.cells import pair_cells
 from tokenlens.calibration.stages import (
-    Row,
     answer_requests,
     judge_salt,
     measured_arms,
@@ -28,6 +27,7 @@ from tokenlens.judge import build_judge_request, render_request_text, swap_for
 from tokenlens.ledger import Ledger, call_key
 from tokenlens.models.base import CompletionRequest
 from tokenlens.pricing import cost_usd
+from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
 
 #: Judge prompt overhead (system + instructions) and a generous judge reply, in tokens.
@@ -82,7 +82,7 @@ def plan_calls(
     model: str,
     backend: str,
     tasks: list[CalibrationTask],
-    compressions: list[Row],
+    compressions: list[CompressionRow],
     ledger: Ledger | None,
 ) -> CallPlan:
     """Count (and bound the price of) a run's answer and judge calls; see module docstring.

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
 
+from tokenlens.calibration.result import ShardResult, ShardRun
 from tokenlens.calibration.shards import ShardError, ShardSpec, plan_shards
 from tokenlens.calibration.stages import Calibration, judge_name_for
 from tokenlens.models.base import Completion, CompletionRequest, ModelClient
@@ -121,7 +122,7 @@ class FanOutSettings:
 
 def pay_with_shards(
     cal: Calibration, tasks: list[CalibrationTask], settings: FanOutSettings, *, log: Any
-) -> list[dict[str, Any]]:
+) -> list[ShardRun]:
     """Ensure the call limits, run the run's shards on the pool; what each shard did.
 
     The run's spend cap is shared out evenly: each shard gets `max_spend / shards`.
@@ -141,19 +142,19 @@ def pay_with_shards(
     }
     runs = run_shards(settings.deployment, specs, common, lost_after=settings.lost_after, log=log)
     return [
-        {
-            "shard": run.spec.index,
-            "flow_run": run.name,
-            "flow_run_id": str(run.flow_run_id),
-            **(run.result or {}),
-        }
+        ShardRun(
+            shard=run.spec.index,
+            flow_run=run.name,
+            flow_run_id=str(run.flow_run_id),
+            result=ShardResult.model_validate(run.result) if run.result else None,
+        )
         for run in runs
     ]
 
 
 @dataclass(frozen=True)
-class ShardRun:
-    """A shard's flow run as the parent last saw it."""
+class _Final:
+    """A shard's flow run in its final state, as the parent saw it."""
 
     spec: ShardSpec
     flow_run_id: UUID
@@ -171,7 +172,7 @@ def run_shards(
     lost_after: float,
     poll: float = 2.0,
     log: Any = None,
-) -> list[ShardRun]:
+) -> list[_Final]:
     """Start one flow run of `deployment` per shard, wait for all; raise if any failed.
 
     `parameters` are the shard flow's parameters common to all shards; each run adds its
@@ -217,11 +218,11 @@ def run_shards(
 
 def _wait(
     started: dict[UUID, tuple[ShardSpec, str]], *, lost_after: float, poll: float, log: Any
-) -> list[ShardRun]:
+) -> list[_Final]:
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed
 
-    final: dict[UUID, ShardRun] = {}
+    final: dict[UUID, _Final] = {}
     with get_client(sync_client=True) as client:
         while len(final) < len(started):
             for run_id, (spec, name) in started.items():
@@ -230,7 +231,7 @@ def _wait(
                 run = client.read_flow_run(run_id)
                 state = run.state
                 if state is not None and state.is_final():
-                    final[run_id] = ShardRun(
+                    final[run_id] = _Final(
                         spec,
                         run_id,
                         name,
@@ -253,7 +254,7 @@ def _wait(
                         "its worker is gone"
                     )
                     client.set_flow_run_state(run_id, Crashed(message=message), force=True)
-                    final[run_id] = ShardRun(spec, run_id, name, "CRASHED", message, None)
+                    final[run_id] = _Final(spec, run_id, name, "CRASHED", message, None)
                     if log is not None:
                         log.warning("%s: %s", spec.label, message)
             if len(final) < len(started):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
@@ -27,6 +27,7 @@ from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.formatting import arm_label, interval, pct
 from tokenlens.policy import VERDICT_MARK, Policy, load_policy
 from tokenlens.storage import location, read_parquet
+from tokenlens.tables import CurveRow
 
 DEFAULT_LAST = 10
 
@@ -91,7 +92,7 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
     policy_path = location(reports).child("runs", manifest.run_id, "policy.json")
     curve_path = location(store).child("runs", manifest.run_id, "curve.parquet")
     try:
-        rows = read_parquet(curve_path).to_pylist()
+        rows = cast(list[CurveRow], read_parquet(curve_path).to_pylist())
         policy = load_policy(policy_path)
     except FileNotFoundError:
         return None

@@ -19,7 +19,6 @@ from tokenlens import tables
 from tokenlens.calibration.cells import PairCell
 from tokenlens.calibration.stages import (
     Calibration,
-    Row,
     judge_name_for,
     judge_stage,
     measured_arms,
@@ -34,13 +33,14 @@ from tokenlens.decision.sequential import (
     SequentialSettings,
     run_sequential,
 )
+from tokenlens.tables import AnswerRow, CompressionRow, GradeRow
 from tokenlens.tasks import CalibrationTask
 
 
 @dataclass
 class RoundsResult:
-    answers: list[Row]
-    grades: list[Row]
+    answers: list[AnswerRow]
+    grades: list[GradeRow]
     curve: Curve
     rounds: list[RoundSummary]
     fixed_calls: int  # what the fixed design would have asked for the same arms
@@ -48,7 +48,7 @@ class RoundsResult:
 
 
 def class_plans(
-    cal: Calibration, tasks: Sequence[CalibrationTask], compressions: Sequence[Row]
+    cal: Calibration, tasks: Sequence[CalibrationTask], compressions: Sequence[CompressionRow]
 ) -> list[ClassPlan]:
     """Per class: its tasks in file order, its runnable arms gentlest first (by the
     reduction the compression stage measured on that class)."""
@@ -72,15 +72,15 @@ def class_plans(
 def rounds_stage(
     cal: Calibration,
     tasks: list[CalibrationTask],
-    compressions: list[Row],
+    compressions: list[CompressionRow],
     *,
     on_round: Callable[[RoundSummary], None] | None = None,
 ) -> RoundsResult:
     """Run the sequential design; write the answers, grades and curve tables at the end."""
     config = cal.config
     deciding = judge_name_for(config, cal.model)
-    answers: dict[tuple[str, str, int, int], Row] = {}
-    grades: list[Row] = []
+    answers: dict[tuple[str, str, int, int], AnswerRow] = {}
+    grades: list[GradeRow] = []
 
     def oracle(cells: Sequence[Cell]) -> pd.DataFrame:
         pairs = [PairCell(c.task_id, c.arm, c.replicate) for c in cells]

@@ -26,6 +26,7 @@ from tokenlens.config import DEFAULT_RATES, CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import ModelClient
+from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
 
 #: What an offline run measures when the user did not say (see module docstring).
@@ -160,7 +161,7 @@ def assemble(
 
 
 def estimate_spend(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[dict[str, Any]]
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
 ) -> CallPlan:
     """The run's calls, what the ledger holds, and a price bound (`plan_calls`)."""
     return plan_calls(

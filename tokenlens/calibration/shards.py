@@ -26,9 +26,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from tokenlens.calibration.result import ShardResult
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.session import assemble
 from tokenlens.calibration.stages import (
@@ -95,28 +95,6 @@ def plan_shards(
 
 def _prompt_tokens(task: CalibrationTask) -> int:
     return request_tokens(task.to_request(model="m", max_tokens=16))
-
-
-@dataclass(frozen=True)
-class ShardResult:
-    """What one shard did, and where: recorded by the shard, read by the parent."""
-
-    shard: int
-    count: int
-    tasks: int
-    host: str
-    pid: int
-    #: The process that started this one: on a process worker, the worker itself.
-    launcher_pid: int
-    new_calls: int
-    spent_usd: float
-    answers: int
-    answer_errors: int
-    grades: int
-    grade_errors: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def open_shard(

@@ -2,8 +2,8 @@
 
 load tasks -> compress per arm -> sample answers -> judge pairs -> aggregate -> publish.
 
-Each stage writes its table (schemas in `tokenlens.tables`) under the run's store folder
-and returns plain rows for the next one. Every model call goes through a `LedgerClient`,
+Each stage writes its table (records in `tokenlens.tables`) under the run's store folder
+and returns typed rows for the next one. Every model call goes through a `LedgerClient`,
 so a stage rerun pays only for calls the ledger does not hold. Failures become error rows
 with the reason (a failed answer is never graded, a bad grade never becomes a number);
 running out of budget stops scheduling and raises `SpendLimitReached` after the stage
@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from tokenlens import tables
 from tokenlens.calibration.cells import (
@@ -47,18 +47,23 @@ from tokenlens.errors import (
     SpendLimitReached,
 )
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
-from tokenlens.models.base import CompletionRequest, ModelClient
+from tokenlens.models.base import Completion, CompletionRequest, ModelClient
 from tokenlens.storage import Location, location
+from tokenlens.tables import (
+    AnswerRow,
+    CompressionRow,
+    CompressionStatus,
+    GradeRow,
+    TaskRow,
+)
 from tokenlens.tasks import CalibrationTask
 from tokenlens.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from tokenlens.calibration.runs import RunManifest
     from tokenlens.decision import Curve
+    from tokenlens.judge import Judge, PairGrade
     from tokenlens.policy import Policy
-
-
-Row = dict[str, Any]
 
 #: Bump when the compressed-body cache key recipe changes.
 COMPRESS_CACHE_VERSION = 1
@@ -76,7 +81,7 @@ class Calibration:
     ledger: Ledger
     spend: SpendMeter
     answer_client: LedgerClient
-    judge_clients: dict[str, Any]  # judge name -> Judge (MetricJudge / LLMJudge)
+    judge_clients: dict[str, Judge]  # judge name -> MetricJudge / LedgerJudge
     model: str
     backend: str
     progress: Progress = field(default_factory=NoProgress)
@@ -142,9 +147,9 @@ def select_tasks(config: CalibrationConfig) -> list[CalibrationTask]:
 
 def load_stage(
     config: CalibrationConfig, store: Store, tasks: list[CalibrationTask], model: str
-) -> list[Row]:
+) -> list[TaskRow]:
     """Write the TASKS table (id, class, content hash, cleartext body, tokens)."""
-    rows = []
+    rows: list[TaskRow] = []
     for task in tasks:
         body = task.to_request(model=model, max_tokens=config.max_tokens)
         rows.append(
@@ -181,9 +186,20 @@ def compress_key(body: dict[str, Any], arm: Arm, settings: Any) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+class _CompressionCell(TypedDict):
+    """The columns of a `CompressionRow` known before the arm runs."""
+
+    task_id: str
+    task_class: str
+    arm: str
+    method: str
+    rate: float | None
+    cache_key: str
+
+
 def compress_stage(
     cal: Calibration, tasks: list[CalibrationTask], *, write: bool = True
-) -> list[Row]:
+) -> list[CompressionRow]:
     """Compress every task's body with every arm; reuse bodies already computed.
 
     `write=False` leaves the compressions table alone (a shard compresses its own tasks
@@ -195,9 +211,10 @@ def compress_stage(
     from tokenlens.compress import CompressSettings, compress_request
 
     settings = CompressSettings(llmlingua_model=cal.config.llmlingua_model)
-    previous = {row["cache_key"]: row for row in cal.store.read("compressions")}
+    stored = cast(list[CompressionRow], cal.store.read("compressions"))
+    previous = {row["cache_key"]: row for row in stored}
     unavailable: dict[str, str] = {}
-    rows: list[Row] = []
+    rows: list[CompressionRow] = []
     arms = cal.arms
     total = len(tasks) * len(arms)
     cal.progress.start("compress", total)
@@ -206,7 +223,7 @@ def compress_stage(
         body = task.to_request(model=cal.model, max_tokens=cal.config.max_tokens)
         for arm in arms:
             key = compress_key(body, arm, settings)
-            base: Row = {
+            base: _CompressionCell = {
                 "task_id": task.id,
                 "task_class": task.task_class,
                 "arm": arm.key,
@@ -250,7 +267,9 @@ def compress_stage(
     return rows
 
 
-def _failed_compression(base: Row, status: str, reason: str) -> Row:
+def _failed_compression(
+    base: _CompressionCell, status: CompressionStatus, reason: str
+) -> CompressionRow:
     return {
         **base,
         "status": status,
@@ -265,9 +284,9 @@ def _failed_compression(base: Row, status: str, reason: str) -> Row:
     }
 
 
-def unavailable_arms(compressions: list[Row]) -> dict[str, str]:
+def unavailable_arms(compressions: list[CompressionRow]) -> dict[str, str]:
     """Arms that could not run at all here, with the reason (for the report)."""
-    return {r["arm"]: r["reason"] for r in compressions if r["status"] == "unavailable"}
+    return {r["arm"]: r["reason"] or "" for r in compressions if r["status"] == "unavailable"}
 
 
 # --------------------------------------------------------------------------- 3. sample
@@ -282,20 +301,23 @@ class AnswerPlan:
 
 
 def plan_answers(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[Row]
+    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
 ) -> AnswerPlan:
     """Build the request of every answer cell (see `tokenlens.calibration.cells`)."""
     return answer_requests(cal.config, cal.model, tasks, compressions)
 
 
-def measured_arms(config: CalibrationConfig, compressions: list[Row]) -> list[str]:
+def measured_arms(config: CalibrationConfig, compressions: list[CompressionRow]) -> list[str]:
     """The ladder's arm keys that could run here (an unavailable arm is not asked)."""
     ladder = build_ladder(config.methods, config.rates)
     return [arm.key for arm in ladder if not _never_ran(compressions, arm.key)]
 
 
 def answer_requests(
-    config: CalibrationConfig, model: str, tasks: list[CalibrationTask], compressions: list[Row]
+    config: CalibrationConfig,
+    model: str,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
 ) -> AnswerPlan:
     """The request of every answer cell of a run with `config` (its seed is the sample's)."""
     by_cell = {(r["task_id"], r["arm"]): r for r in compressions}
@@ -307,10 +329,11 @@ def answer_requests(
         body = bodies[cell.task_id]
         if cell.arm not in (CLEAR, CONTROL):
             row = by_cell[(cell.task_id, cell.arm)]
-            if row["status"] != "ok":
+            body_json = row["body_json"]
+            if row["status"] != "ok" or body_json is None:
                 blocked[cell] = f"compression {row['status']}: {row['reason']}"
                 continue
-            body = json.loads(row["body_json"])
+            body = json.loads(body_json)
         requests[cell] = CompletionRequest.from_body(
             body,
             model=model,
@@ -321,7 +344,7 @@ def answer_requests(
     return AnswerPlan(requests, blocked)
 
 
-def _never_ran(compressions: list[Row], arm: str) -> bool:
+def _never_ran(compressions: list[CompressionRow], arm: str) -> bool:
     rows = [r for r in compressions if r["arm"] == arm]
     return bool(rows) and all(r["status"] == "unavailable" for r in rows)
 
@@ -329,11 +352,11 @@ def _never_ran(compressions: list[Row], arm: str) -> bool:
 def sample_stage(
     cal: Calibration,
     tasks: list[CalibrationTask],
-    compressions: list[Row],
+    compressions: list[CompressionRow],
     *,
     cells: Collection[AnswerCell] | None = None,
     write: bool = True,
-) -> list[Row]:
+) -> list[AnswerRow]:
     """Obtain every answer (ledger first), at most `concurrency` calls at a time.
 
     `cells` limits it to those answer cells (a sequential round); `write=False` leaves the
@@ -363,10 +386,10 @@ def sample_stage(
         stage="sample",
     )
     task_class = {t.id: t.task_class for t in tasks}
-    rows: list[Row] = []
+    rows: list[AnswerRow] = []
     for cell, request in plan.requests.items():
         key = keys[cell]
-        row: Row = {
+        row: AnswerRow = {
             "task_id": cell.task_id,
             "task_class": task_class[cell.task_id],
             "arm": cell.arm,
@@ -384,13 +407,13 @@ def sample_stage(
         }
         if key in outcome.results:
             completion = outcome.results[key]
-            row.update(_completion_fields(completion))
+            _fill_completion(row, completion)
         elif key in outcome.errors:
             exc = outcome.errors[key]
             row["error"] = _describe(exc)
             paid = getattr(exc, "completion", None)
             if paid is not None:
-                row.update(_completion_fields(paid))
+                _fill_completion(row, paid)
         else:
             row["error"] = "not run: max spend reached"
         rows.append(row)
@@ -421,15 +444,17 @@ def sample_stage(
     return rows
 
 
-def _completion_fields(completion: Any) -> Row:
-    return {
-        "text": completion.text,
-        "stop_reason": completion.stop_reason,
-        "input_tokens": completion.usage.input_tokens,
-        "output_tokens": completion.usage.output_tokens,
-        "cost_usd": completion.cost_usd,
-        "latency_s": completion.latency_s,
-    }
+def _fill_completion(row: AnswerRow, completion: Completion) -> None:
+    row.update(
+        {
+            "text": completion.text,
+            "stop_reason": completion.stop_reason,
+            "input_tokens": completion.usage.input_tokens,
+            "output_tokens": completion.usage.output_tokens,
+            "cost_usd": completion.cost_usd,
+            "latency_s": completion.latency_s,
+        }
+    )
 
 
 def _describe(exc: BaseException) -> str:
@@ -454,12 +479,12 @@ def spend_stop(cal: Calibration, stage: str, skipped: int) -> SpendLimitReached:
 def judge_stage(
     cal: Calibration,
     tasks: list[CalibrationTask],
-    compressions: list[Row],
-    answers: list[Row],
+    compressions: list[CompressionRow],
+    answers: list[AnswerRow],
     *,
     only: Collection[PairCell] | None = None,
     write: bool = True,
-) -> list[Row]:
+) -> list[GradeRow]:
     """Grade every (baseline, second answer) pair with every configured judge.
 
     `only` limits it to those pairs (a sequential round); `write=False` as in
@@ -486,7 +511,7 @@ def judge_stage(
             if config.judge_twice and pair.arm == CONTROL and judge_name != "metric":
                 jobs.append((judge_name, 1, pair))
 
-    def base_row(judge_name: str, judge_pass: int, pair: PairCell) -> Row:
+    def base_row(judge_name: str, judge_pass: int, pair: PairCell) -> GradeRow:
         task = by_task[pair.task_id]
         arm = Arm.parse(pair.arm)
         c = comp.get((pair.task_id, pair.arm))
@@ -501,15 +526,17 @@ def judge_stage(
             "judge": judge_name,
             "grade_clear": None,
             "grade_comp": None,
-            "reduction": 0.0 if pair.arm == CONTROL else (c or {}).get("reduction"),
-            "tokens_clear": (c or {}).get("original_tokens") or tokens,
-            "tokens_comp": tokens if pair.arm == CONTROL else (c or {}).get("compressed_tokens"),
+            "reduction": 0.0 if pair.arm == CONTROL else (c["reduction"] if c else None),
+            "tokens_clear": (c["original_tokens"] if c else None) or tokens,
+            "tokens_comp": (
+                tokens if pair.arm == CONTROL else (c["compressed_tokens"] if c else None)
+            ),
             "note": None,
             "error": None,
             "judge_pass": judge_pass,
         }
 
-    def grade(job: tuple[str, int, PairCell]) -> Row:
+    def grade(job: tuple[str, int, PairCell]) -> GradeRow:
         judge_name, judge_pass, pair = job
         row = base_row(judge_name, judge_pass, pair)
         first = ans.get((pair.task_id, CLEAR, pair.replicate, BASELINE_SAMPLE))
@@ -521,8 +548,10 @@ def judge_stage(
             row["error"] = problem
             return row
         assert first is not None and second is not None
+        assert first["text"] is not None and second["text"] is not None  # no error: a text
         judge = cal.judge_clients[judge_name]
         if judge_pass:
+            assert isinstance(judge, LedgerJudge)  # judged twice: LLM judges only
             judge = judge.again
         result = judge.grade_pair(
             case_key=pair.case_key,
@@ -532,7 +561,13 @@ def judge_stage(
             answer_comp=second["text"],
             both_orders=config.judge_both_orders,
         )
-        row.update(grade_clear=result.grade_clear, grade_comp=result.grade_comp, note=result.note)
+        row.update(
+            {
+                "grade_clear": result.grade_clear,
+                "grade_comp": result.grade_comp,
+                "note": result.note,
+            }
+        )
         return row
 
     outcome = run_bounded(
@@ -543,7 +578,7 @@ def judge_stage(
         progress=cal.progress,
         stage="judge",
     )
-    rows: list[Row] = []
+    rows: list[GradeRow] = []
     for i, job in enumerate(jobs):
         if i in outcome.results:
             rows.append(outcome.results[i])
@@ -560,7 +595,7 @@ def judge_stage(
     return rows
 
 
-def _answer_problem(what: str, row: Row | None) -> str | None:
+def _answer_problem(what: str, row: AnswerRow | None) -> str | None:
     if row is None:
         return f"{what} missing"
     if row["error"]:
@@ -584,14 +619,14 @@ class LedgerJudge:
     judgement of a control pair is a distinct call, never the cached first one.
     """
 
-    def __init__(self, make: Callable[[str], Any], salt: str):
+    def __init__(self, make: Callable[[str], Judge], salt: str):
         self._make = make
         self._salt = salt
         self._judge = make(salt)
         self.name = self._judge.name
         self.again = make(salt + "|pass:1")
 
-    def grade_pair(self, **kwargs: Any) -> Any:
+    def grade_pair(self, **kwargs: Any) -> PairGrade:
         return self._judge.grade_pair(**kwargs)
 
 
@@ -603,11 +638,11 @@ def build_judges(
     ledger: Ledger,
     spend: SpendMeter,
     on_call: Callable[[bool, Any], None] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Judge]:
     """The judges a run uses, by name; LLM judge calls go through the ledger."""
     from tokenlens.judge import LLMJudge, MetricJudge
 
-    judges: dict[str, Any] = {}
+    judges: dict[str, Judge] = {}
     if config.judge in ("metric", "both"):
         judges["metric"] = MetricJudge()
     if config.judge in ("llm", "both"):
@@ -628,7 +663,7 @@ def build_judges(
 # --------------------------------------------------------------------------- 5-6.
 
 
-def aggregate_stage(cal: Calibration, grades: list[Row]) -> Curve:
+def aggregate_stage(cal: Calibration, grades: list[GradeRow]) -> Curve:
     """Grades -> the per-class curve of the deciding judge (written as `curve`)."""
     import pandas as pd
 
@@ -667,7 +702,7 @@ def run_reports_dir(reports: str | Path | Location, run_id: str) -> Location:
 def publish_stage(
     cal: Calibration,
     curve: Curve,
-    grades: list[Row],
+    grades: list[GradeRow],
     requested: list[str] | None,
     unavailable: dict[str, str] | None = None,
     tasks: list[CalibrationTask] | None = None,

@@ -15,7 +15,7 @@ another's tables; a resumed run rewrites its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class Store:
     def path(self, name: str) -> Location:
         return self.run_dir.child(f"{name}.parquet")
 
-    def write(self, name: str, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> Location:
+    def write(self, name: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Location:
         """Write rows with the table's declared schema (a wrong column fails here, loudly)."""
         where = self.path(name)
         write_table(pa.Table.from_pylist(list(rows), schema=schema), where)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenlens.classifier.bundle import ClassifierBundle
-from tokenlens.proxy.classify import classify
+from tokenlens.classifier.classify import classify
 from tokenlens.routing import UNSURE, Confusion, tally
 
 

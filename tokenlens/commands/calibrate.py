@@ -229,18 +229,18 @@ def run_calibration(
         print(f"tokenlens: {exc}", file=sys.stderr)
         return exc.exit_code
     print()
-    for line in result["policy_lines"]:
+    for line in result.policy_lines:
         print(line)
     print()
-    for arm, reason in result["unavailable_arms"].items():
+    for arm, reason in result.unavailable_arms.items():
         print(f"not measured here: {arm} ({reason})")
-    print(f"run:     {result['run_id']} (calibration {result['calibration_id']})")
-    print(f"policy:  {result['policy_path']}")
+    print(f"run:     {result.run_id} (calibration {result.calibration_id})")
+    print(f"policy:  {result.policy_path}")
     if out is not None:
-        atomic_write_text(out, location(result["policy_path"]).read_text())
+        atomic_write_text(out, location(result.policy_path).read_text())
         print(f"         copied to {out}")
-    print(f"report:  {result['report_path']}")
-    print(f"tables:  {result['store']}")
-    print(f"ledger:  {result['ledger']} ({result['new_calls']} new calls this run)")
-    print(f"spend:   {result['spend_line']} (planned: {result['estimate']})")
-    return int(result["exit_code"])
+    print(f"report:  {result.report_path}")
+    print(f"tables:  {result.store}")
+    print(f"ledger:  {result.ledger} ({result.new_calls} new calls this run)")
+    print(f"spend:   {result.spend_line} (planned: {result.estimate})")
+    return result.exit_code

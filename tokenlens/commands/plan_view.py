@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
@@ -14,6 +14,7 @@ from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.stats import Spread
+from tokenlens.tables import CurveRow, TaskRow
 
 DEFAULT_PROMPT_TOKENS = 1000.0
 
@@ -23,7 +24,7 @@ class PlanInputs:
     run: str | None
     tolerance: float | None
     model: str | None
-    curve: list[dict[str, Any]] = field(default_factory=list)
+    curve: list[CurveRow] = field(default_factory=list)
     prompt_tokens: dict[str, float] = field(default_factory=dict)
 
 
@@ -56,12 +57,12 @@ def load_inputs(
         run_dir = runs.child(find_run(store, run).run_id)
     curve_path = run_dir.child("curve.parquet")
     try:
-        curve = read_parquet(curve_path).to_pylist()
+        curve = cast(list[CurveRow], read_parquet(curve_path).to_pylist())
     except FileNotFoundError as exc:
         raise TokenLensError(f"{curve_path}: no curve table for calibration {run!r}") from exc
     tokens: dict[str, list[int]] = {}
     try:
-        task_rows = read_parquet(run_dir.child("tasks.parquet")).to_pylist()
+        task_rows = cast(list[TaskRow], read_parquet(run_dir.child("tasks.parquet")).to_pylist())
     except FileNotFoundError:
         task_rows = []
     for row in task_rows:

@@ -72,7 +72,7 @@ def _predict(
     tasks: Sequence[CalibrationTask], classes: Sequence[str]
 ) -> tuple[ClassifierBundle | None, Confusion, dict[str, str], str]:
     """Fit the shipped classifier and the confusion routing must be safe for."""
-    from tokenlens.proxy.classify import classify
+    from tokenlens.classifier.classify import classify
 
     bundle: ClassifierBundle | None = None
     matrix: Confusion

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ from tokenlens.decision.grades import (
 )
 from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.stats import Estimate, IntervalMethod, ratio_estimate, split_noise_floor, spread
-from tokenlens.tables import CURVE
+from tokenlens.tables import CURVE, CurveRow
 
 #: The curve's pooled pseudo-class (cannot clash: task classes are [a-z0-9-]).
 ALL_CLASSES = "__all__"
@@ -175,6 +175,21 @@ def _worst(pairs: ArmPairs, n: int) -> float:
     return float(np.min(pairs.per_task(pairs.capped, n)[keep] / counts[keep]))
 
 
+class _ClassColumns(TypedDict):
+    """The columns of a `CurveRow` every arm of one class shares."""
+
+    task_class: str
+    judge: str
+    noise_floor: float | None
+    noise_floor_low: float | None
+    noise_floor_high: float | None
+    floor_judge: float | None
+    floor_sampling: float | None
+    bar: float | None
+    tasks_needed: int | None
+    tasks_needed_measured: int | None
+
+
 def _class_rows(
     df: pd.DataFrame,
     task_class: str,
@@ -185,14 +200,14 @@ def _class_rows(
     method: IntervalMethod,
     seed: int,
     alpha: float,
-) -> list[dict[str, Any]]:
+) -> list[CurveRow]:
     grades = ClassGrades.of(df)
     n = len(grades.tasks)
     floor = _floor(grades, df, method, seed)
     measurable = floor.measurable(tolerance, mode)
     need_provisional = tasks_for_provisional(tolerance) if mode == "interval" else 2
     need_measured = tasks_for_measured(tolerance) if mode == "interval" else 1
-    class_cols = {
+    class_cols: _ClassColumns = {
         "task_class": task_class,
         "judge": judge,
         "noise_floor": floor.value,
@@ -204,7 +219,7 @@ def _class_rows(
         "tasks_needed": need_provisional,
         "tasks_needed_measured": need_measured,
     }
-    out: list[dict[str, Any]] = []
+    out: list[CurveRow] = []
     if floor.present:
         ctrl = grades.arms[CONTROL]
         out.append(
@@ -232,7 +247,7 @@ def _class_rows(
             }
         )
 
-    arm_rows: list[dict[str, Any]] = []
+    arm_rows: list[CurveRow] = []
     rungs: list[Rung] = []
     for arm_key, pairs in grades.arms.items():
         if arm_key == CONTROL:
@@ -333,7 +348,7 @@ def aggregate(
         "seed": seed,
         "alpha": alpha,
     }
-    rows: list[dict[str, Any]] = []
+    rows: list[CurveRow] = []
     for task_class, class_df in df.groupby("task_class", sort=True):
         rows.extend(_class_rows(class_df, str(task_class), **kwargs))
     if pooled:  # the `default` entry; the simulation study skips it to save time

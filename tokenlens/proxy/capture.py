@@ -42,9 +42,9 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from tokenlens.captures import CAPTURE_SCHEMA_VERSION, body_digest
+from tokenlens.classifier.classify import CLASS_HEADER, Classification, classify
 from tokenlens.proxy import relay
 from tokenlens.proxy.capture_store import open_parts
-from tokenlens.proxy.classify import CLASS_HEADER, Classification, classify
 from tokenlens.proxy.redact import Redactor
 from tokenlens.tasks import KNOWN_CLASSES
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from tokenlens.classifier.classify import DEFAULT_CLASS
 from tokenlens.formatting import count, pct, usd
 from tokenlens.policy import VERDICT_MARK
 from tokenlens.proxy.apply import choose_arm
-from tokenlens.proxy.classify import DEFAULT_CLASS
 from tokenlens.proxy.handler import ProxyState
 from tokenlens.templating import render
 

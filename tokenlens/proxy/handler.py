@@ -30,12 +30,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from tokenlens.classifier.classify import CLASS_HEADER, classify
 from tokenlens.compress.arms import Arm
 from tokenlens.proxy import relay
 from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.capture import DECISION_KEY
-from tokenlens.proxy.classify import CLASS_HEADER, classify
 from tokenlens.proxy.metrics import ProxyMetrics
 from tokenlens.proxy.observe import Observation, Observer
 from tokenlens.proxy.policy_store import PolicyStore

@@ -27,8 +27,9 @@ from tokenlens.review.agreement import (
     loses,
     retention,
 )
-from tokenlens.review.sample import ReviewCase, ReviewSample, Row
+from tokenlens.review.sample import ReviewCase, ReviewSample
 from tokenlens.review.store import ReviewGrade
+from tokenlens.tables import GradeRow
 
 #: Krippendorff's own minimum: alpha >= 0.800 for conclusions, 0.667-0.800 "only for
 #: tentative conclusions", below 0.667 the data should not be relied on (Krippendorff,
@@ -82,7 +83,7 @@ class ReviewFigures:
     control: ControlFloor | None = None
 
 
-def _judge_pairs(grades: Iterable[Row], judge: str) -> dict[str, Pair]:
+def _judge_pairs(grades: Iterable[GradeRow], judge: str) -> dict[str, Pair]:
     """case_key -> (clear, comp) of a judge's first judgement."""
     out: dict[str, Pair] = {}
     for r in grades:
@@ -139,7 +140,7 @@ def _compare(
 def review_figures(
     sample: ReviewSample,
     people: list[ReviewGrade],
-    run_grades: list[Row],
+    run_grades: list[GradeRow],
     *,
     tolerance: float,
     seed: int = 0,

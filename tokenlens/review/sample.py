@@ -22,7 +22,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 
@@ -38,9 +38,8 @@ from tokenlens.judge import (
     swap_for,
     trim_middle,
 )
+from tokenlens.tables import AnswerRow, GradeRow, TaskRow
 from tokenlens.tasks import load_tasks
-
-Row = dict[str, Any]
 
 
 class ReviewError(TokenLensError):
@@ -126,15 +125,15 @@ class RunTables:
     run_id: str
     requests: dict[str, str]  # task_id -> request_json (the cleartext body)
     references: dict[str, str]  # task_id -> reference answer
-    answers: dict[tuple[str, str, int, int], Row]  # (task, arm, replicate, sample) -> row
-    grades: list[Row]
+    answers: dict[tuple[str, str, int, int], AnswerRow]  # (task, arm, replicate, sample) -> row
+    grades: list[GradeRow]
 
 
-def _read(run_dir: Path, name: str) -> list[Row]:
+def _read(run_dir: Path, name: str) -> list[dict[str, Any]]:
     path = run_dir / f"{name}.parquet"
     if not path.exists():
         raise ReviewError(f"{path}: missing; is {run_dir.name!r} a finished calibration?")
-    rows: list[Row] = pq.read_table(path).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     return rows
 
 
@@ -148,7 +147,7 @@ def load_run(store: Path, run_id: str, tasks_path: Path | None) -> RunTables:
     run_dir = store / "runs" / run_id
     if not run_dir.is_dir():
         raise ReviewError(f"{run_dir}: no calibration {run_id!r} in store {store}")
-    tasks = _read(run_dir, "tasks")
+    tasks = cast(list[TaskRow], _read(run_dir, "tasks"))
     file_tasks = {t.id: t for t in load_tasks(tasks_path)}
     references: dict[str, str] = {}
     problems: list[str] = []
@@ -170,18 +169,18 @@ def load_run(store: Path, run_id: str, tasks_path: Path | None) -> RunTables:
         )
     answers = {
         (r["task_id"], r["arm"], int(r["replicate"]), int(r["sample"])): r
-        for r in _read(run_dir, "answers")
+        for r in cast(list[AnswerRow], _read(run_dir, "answers"))
     }
     return RunTables(
         run_id=run_id,
         requests={r["task_id"]: r["request_json"] for r in tasks},
         references=references,
         answers=answers,
-        grades=_read(run_dir, "grades"),
+        grades=cast(list[GradeRow], _read(run_dir, "grades")),
     )
 
 
-def deciding_judge(grades: Iterable[Row]) -> str:
+def deciding_judge(grades: Iterable[GradeRow]) -> str:
     """The judge whose grades decide: the LLM judge when there is one, else the metric."""
     names = sorted({str(r["judge"]) for r in grades})
     if not names:
@@ -190,7 +189,7 @@ def deciding_judge(grades: Iterable[Row]) -> str:
     return llm[0] if llm else names[0]
 
 
-def first_judgements(run: RunTables, judge: str) -> list[Row]:
+def first_judgements(run: RunTables, judge: str) -> list[GradeRow]:
     """The judge's valid first judgements whose two answers are both present."""
     rows = []
     for r in run.grades:
@@ -226,13 +225,13 @@ def draw_sample(run: RunTables, size: int, *, seed: int = 0) -> ReviewSample:
         raise ReviewError(f"--sample must be at least 1, got {size}")
     judge = deciding_judge(run.grades)
     rng = random.Random(f"{run.run_id}|{seed}")
-    cells: dict[str, dict[str, list[Row]]] = {}
+    cells: dict[str, dict[str, list[GradeRow]]] = {}
     for row in first_judgements(run, judge):
         cells.setdefault(row["task_class"], {}).setdefault(row["arm"], []).append(row)
     if not cells:
         raise ReviewError(f"calibration {run.run_id} has no graded pair of judge {judge!r}")
     queues = {cls: _class_queue(arms, rng) for cls, arms in sorted(cells.items())}
-    chosen: list[Row] = []
+    chosen: list[GradeRow] = []
     while len(chosen) < size and any(queues.values()):
         for queue in queues.values():
             if queue and len(chosen) < size:
@@ -255,11 +254,11 @@ def draw_sample(run: RunTables, size: int, *, seed: int = 0) -> ReviewSample:
     return ReviewSample(run_id=run.run_id, judge=judge, seed=seed, cases=cases)
 
 
-def _class_queue(arms: dict[str, list[Row]], rng: random.Random) -> list[Row]:
+def _class_queue(arms: dict[str, list[GradeRow]], rng: random.Random) -> list[GradeRow]:
     """One class's pairs, arms taking turns (control first), random within an arm."""
     order = sorted(arms, key=lambda arm: (arm != CONTROL, rng.random()))
     pools = {arm: rng.sample(arms[arm], len(arms[arm])) for arm in order}
-    queue: list[Row] = []
+    queue: list[GradeRow] = []
     while any(pools.values()):
         for arm in order:
             if pools[arm]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pyarrow.parquet as pq
 
@@ -12,6 +13,7 @@ from tokenlens.review.app import Review
 from tokenlens.review.figures import ReviewFigures, review_figures
 from tokenlens.review.sample import ReviewError, ReviewSample, draw_sample, load_run
 from tokenlens.review.store import ReviewStore
+from tokenlens.tables import GradeRow
 
 DEFAULT_SAMPLE = 40
 DEFAULT_TOLERANCE = 0.95
@@ -59,7 +61,7 @@ def load_figures(store: Path, run_id: str, *, tolerance: float) -> ReviewFigures
     grades_path = store / "runs" / run_id / "grades.parquet"
     if not grades_path.exists():
         raise ReviewError(f"{grades_path}: missing; is {run_id!r} a finished calibration?")
-    run_grades = pq.read_table(grades_path).to_pylist()
+    run_grades = cast(list[GradeRow], pq.read_table(grades_path).to_pylist())
     return review_figures(sample, review_store.grades(), run_grades, tolerance=tolerance)
 
 

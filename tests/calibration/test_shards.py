@@ -34,6 +34,7 @@ from prefect.client.orchestration import get_client
 
 from flows.calibrate import calibrate, flow_parameters
 from tokenlens.calibration.fanout import existing_limits, limit_name
+from tokenlens.calibration.result import CalibrationResult
 from tokenlens.calibration.shards import ShardError
 from tokenlens.ledger import Ledger
 from tokenlens.storage import location, read_parquet
@@ -104,9 +105,9 @@ def start_worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def sharded(config: Any, **options: Any) -> dict[str, Any]:
+def sharded(config: Any, **options: Any) -> CalibrationResult:
     params = flow_parameters(config, shards=2, fail_on_unresolved=False)
-    result: dict[str, Any] = calibrate(**{**params, **options})
+    result: CalibrationResult = calibrate(**{**params, **options})
     return result
 
 
@@ -127,8 +128,8 @@ def answer_calls(server: FakeAnthropic) -> list[Any]:
     return [r for r in server.calls() if r.status == 200 and not r.is_judge]
 
 
-def answer_keys(result: dict[str, Any]) -> set[str]:
-    rows = read_parquet(location(f"{result['store']}/answers.parquet")).to_pylist()
+def answer_keys(result: CalibrationResult) -> set[str]:
+    rows = read_parquet(location(f"{result.store}/answers.parquet")).to_pylist()
     return {row["call_key"] for row in rows if row["call_key"]}
 
 
@@ -160,19 +161,19 @@ def test_one_calibration_sharded_over_two_workers(
             client.delete_global_concurrency_limit_by_name(limit_name(config.model))
 
     # Both workers ran a shard: the shard's launching process is a worker we started.
-    shards = result["shards"]
-    assert len(shards) == 2 and all("pid" in s for s in shards), shards
-    assert {s["launcher_pid"] for s in shards} == {w.pid for w in workers}
-    assert sum(s["tasks"] for s in shards) == 4 and all(s["new_calls"] > 0 for s in shards)
+    shards = [run.result for run in result.shards if run.result is not None]
+    assert len(shards) == len(result.shards) == 2, result.shards
+    assert {s.launcher_pid for s in shards} == {w.pid for w in workers}
+    assert sum(s.tasks for s in shards) == 4 and all(s.new_calls > 0 for s in shards)
     # Every answer cell was paid exactly once, by the shards; the parent found them all.
     keys = answer_keys(result)
-    assert len(answer_calls(anthropic)) == len(keys) == sum(s["new_calls"] for s in shards)
-    assert result["new_calls"] == 0
+    assert len(answer_calls(anthropic)) == len(keys) == sum(s.new_calls for s in shards)
+    assert result.new_calls == 0
     # Everything is in the bucket: the ledger with every call, tables, policy, report.
-    assert result["ledger"].startswith(ledger)
+    assert result.ledger.startswith(ledger)
     stored = Ledger(ledger)
     assert all(key in stored for key in keys)
-    run_id = result["run_id"]
+    run_id = result.run_id
     in_store, in_reports = objects(config.store), objects(config.reports)
     for name in ("run.json", "tasks.parquet", "answers.parquet", "grades.parquet"):
         assert f"runs/{run_id}/{name}" in in_store, name
@@ -217,8 +218,8 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
 
     result = sharded(config, shard_lost_after=45.0)  # the survivor runs both
     survivor = next(w.pid for w in workers if w.pid != killed["worker"])
-    assert {s["launcher_pid"] for s in result["shards"]} == {survivor}
-    assert result["new_calls"] == 0
+    assert {run.result.launcher_pid for run in result.shards if run.result} == {survivor}
+    assert result.new_calls == 0
     keys = answer_keys(result)
     paid = len(answer_calls(anthropic))
     assert set(keys) <= {r.key for r in Ledger(ledger).records()}

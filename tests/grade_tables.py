@@ -1,45 +1,16 @@
-"""Fixtures for the judge / statistics / decision tests: a fake model client and grade
-tables built cell by cell, so each rule can be exercised with numbers chosen by hand."""
+"""Grade tables built cell by cell, so each decision rule can be exercised with numbers
+chosen by hand (shared by the decision, report and simulation tests)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
-import pytest
 
 from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.models.base import Completion, CompletionRequest
-
-
-class FakeJudgeClient:
-    """A ModelClient that replays scripted judge replies and records every request."""
-
-    name = "fake"
-
-    def __init__(self, replies: Sequence[dict[str, Any] | str]) -> None:
-        self.replies = list(replies)
-        self.requests: list[CompletionRequest] = []
-
-    def complete(self, request: CompletionRequest) -> Completion:
-        self.requests.append(request)
-        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
-        if isinstance(reply, str):
-            return Completion(text=reply, parsed=None, model=request.model)
-        return Completion(text=json.dumps(reply), parsed=reply, model=request.model)
-
-    def user_text(self, index: int = 0) -> str:
-        content = self.requests[index].messages[-1].content
-        assert isinstance(content, str)
-        return content
-
-
-@pytest.fixture
-def fake_client_factory() -> type[FakeJudgeClient]:
-    return FakeJudgeClient
-
+from tokenlens.simulate import Scenario, SimArm, simulate_grades
 
 GradePairs = Sequence[Sequence[tuple[float | None, float | None]]]
 
@@ -103,3 +74,23 @@ def jittered(
 def frame(*cells: list[dict[str, Any]]) -> pd.DataFrame:
     rows = [row for c in cells for row in c]
     return pd.DataFrame(rows)
+
+
+def realistic(seed: int = 11) -> pd.DataFrame:
+    """Seven classes like the starter set; summarization's control loses ~15 %."""
+    ladder = (SimArm("llmlingua2@0.8", 1.0, 0.15), SimArm("llmlingua2@0.6", 0.9, 0.33))
+    clean = {"judge_sd": 1.0, "sampling_sd": 1.0, "task_sd": 0.005, "n_tasks": 60}
+    worlds = {
+        "extraction": Scenario("extraction", ladder, **clean),
+        "code-context": Scenario("code-context", ladder, **clean),
+        "numeric-reasoning": Scenario(
+            "numeric-reasoning", ladder, control_retention=0.95, n_tasks=20
+        ),
+        "instruction-following": Scenario("instruction-following", ladder, n_tasks=20),
+        "long-doc-qa": Scenario("long-doc-qa", ladder, judge_sd=5.0, n_tasks=20),
+        "summarization": Scenario("summarization", ladder, control_retention=0.85, n_tasks=20),
+        "chat-history": Scenario("chat-history", (SimArm("llmlingua2@0.8", 0.8, 0.14),), **clean),
+    }
+    rng = np.random.default_rng(seed)
+    tables = [simulate_grades(s, rng, task_class=name) for name, s in worlds.items()]
+    return pd.concat(tables, ignore_index=True)

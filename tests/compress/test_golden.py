@@ -10,7 +10,7 @@ block counts of
 two-block and as a one-piece request. The segmentation (kinds and texts) is pinned too.
 
 An intended output change must regenerate the file on purpose and say why in its commit:
-``python tests/ladder/test_golden.py --write``.
+``python tests/compress/test_golden.py --write``.
 """
 
 from __future__ import annotations
@@ -201,6 +201,6 @@ def test_rung_output_is_byte_identical_to_the_pinned_one(key: str, golden: dict[
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/ladder/test_golden.py --write  (regenerates the digests)")
+        sys.exit("usage: python tests/compress/test_golden.py --write  (regenerates the digests)")
     GOLDEN.write_text(json.dumps(digests(), indent=2) + "\n", encoding="utf-8")
     print(f"wrote {GOLDEN}")

@@ -13,7 +13,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 OURS = {"tokenlens", "flows", "__future__"}
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -23,7 +26,36 @@ from tokenlens.judge import (
     swap_for,
     trim_middle,
 )
+from tokenlens.models.base import Completion, CompletionRequest
 from tokenlens.tasks import CalibrationTask
+
+
+class FakeJudgeClient:
+    """A ModelClient that replays scripted judge replies and records every request."""
+
+    name = "fake"
+
+    def __init__(self, replies: Sequence[dict[str, Any] | str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[CompletionRequest] = []
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.requests.append(request)
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        if isinstance(reply, str):
+            return Completion(text=reply, parsed=None, model=request.model)
+        return Completion(text=json.dumps(reply), parsed=reply, model=request.model)
+
+    def user_text(self, index: int = 0) -> str:
+        content = self.requests[index].messages[-1].content
+        assert isinstance(content, str)
+        return content
+
+
+@pytest.fixture
+def fake_client_factory() -> type[FakeJudgeClient]:
+    return FakeJudgeClient
+
 
 TASK = CalibrationTask(
     id="invoice-01",
@@ -52,8 +84,8 @@ def test_schema_puts_reasoning_first_and_forbids_extras() -> None:
     assert JUDGE_PROMPT_VERSION
 
 
-def test_judge_never_sees_which_answer_was_compressed(fake_client_factory) -> None:
-    client = fake_client_factory([_reply(90, 80)])
+def test_judge_never_sees_which_answer_was_compressed() -> None:
+    client = FakeJudgeClient([_reply(90, 80)])
     judge = LLMJudge(client, "judge-model")
     key = case_key(TASK.id, "llmlingua2@0.6", 2)
     judge.grade_pair(
@@ -142,8 +174,8 @@ def test_swap_is_deterministic_and_balanced() -> None:
 
 
 @pytest.mark.parametrize("key", ["a:prune@0.6:0", "b:safe:1", "c:control:2", "d:minify:0"])
-def test_grades_map_back_to_the_right_answer_in_either_position(fake_client_factory, key) -> None:
-    client = fake_client_factory([_reply(91, 37)])
+def test_grades_map_back_to_the_right_answer_in_either_position(key) -> None:
+    client = FakeJudgeClient([_reply(91, 37)])
     grade = LLMJudge(client, "j").grade_pair(
         case_key=key,
         original_request_text="q",
@@ -160,9 +192,9 @@ def test_grades_map_back_to_the_right_answer_in_either_position(fake_client_fact
     assert grade.positions[0].clear_is_b is swap_for(key)
 
 
-def test_both_orders_judges_twice_swapped_and_averages(fake_client_factory) -> None:
+def test_both_orders_judges_twice_swapped_and_averages() -> None:
     # A position-biased judge: always gives A 90 and B 70.
-    client = fake_client_factory([_reply(90, 70), _reply(90, 70)])
+    client = FakeJudgeClient([_reply(90, 70), _reply(90, 70)])
     grade = LLMJudge(client, "j").grade_pair(
         case_key="t:prune@0.6:0",
         original_request_text="q",
@@ -191,8 +223,8 @@ def test_both_orders_judges_twice_swapped_and_averages(fake_client_factory) -> N
         "[1, 2]",
     ],
 )
-def test_bad_grades_raise_never_zero(fake_client_factory, reply) -> None:
-    judge = LLMJudge(fake_client_factory([reply]), "j")
+def test_bad_grades_raise_never_zero(reply) -> None:
+    judge = LLMJudge(FakeJudgeClient([reply]), "j")
     with pytest.raises(JudgeError):
         judge.grade_pair(
             case_key="t:x:0",

@@ -24,6 +24,7 @@ from flows.calibrate import (
     flow_parameters,
 )
 from tokenlens import tables
+from tokenlens.calibration.result import CalibrationResult
 from tokenlens.calibration.runs import list_runs
 from tokenlens.cli import main as cli_main
 from tokenlens.dryrun import call_plan, dry_run_rows
@@ -34,11 +35,10 @@ from tokenlens.testing import FakeAnthropic
 pytestmark = pytest.mark.slow
 
 
-def run(config: Any, **options: Any) -> dict[str, Any]:
+def run(config: Any, **options: Any) -> CalibrationResult:
     """The flow in-process; an unresolved class does not fail it (the configs are tiny)."""
     options.setdefault("fail_on_unresolved", False)
-    result: dict[str, Any] = calibrate(**flow_parameters(config, **options))
-    return result
+    return calibrate(**flow_parameters(config, **options))
 
 
 SCHEMAS = {
@@ -90,11 +90,11 @@ def test_full_run_then_rerun_makes_no_calls(
     # The dry run, the flow's estimate and the spend line come from one plan: they agree.
     assert planned.new_answer_calls == len(answer_calls(anthropic))
     assert 0 < len(judge_calls(anthropic)) <= planned.new_judge_calls
-    assert result["estimate"] == planned.describe()
+    assert result.estimate == planned.describe()
     after = call_plan(config, dry_run_rows(config))
     assert after.new_calls == 0 and after.describe().startswith("0 new calls, $0 (")
 
-    run_dir = Path(result["store"])
+    run_dir = Path(result.store)
     for name, schema in SCHEMAS.items():
         table = pq.read_table(run_dir / f"{name}.parquet")
         assert table.schema.remove_metadata().equals(schema), name
@@ -109,23 +109,23 @@ def test_full_run_then_rerun_makes_no_calls(
     assert {g["judge"] for g in grades} == {"metric", "claude-haiku-4-5"}
 
     # Every model call the server answered is exactly one ledger entry: nothing paid twice.
-    ledger = pq.read_table(result["ledger"]).to_pylist()
+    ledger = pq.read_table(result.ledger).to_pylist()
     assert len(ledger) == len(anthropic.calls())
     assert len(answer_calls(anthropic)) == len(distinct_answer_keys(run_dir / "answers.parquet"))
     assert {r["kind"] for r in ledger} == {"answer", "judge"}
 
-    policy = load_policy(result["policy_path"])
+    policy = load_policy(result.policy_path)
     assert set(policy.classes) == {"extraction", "numeric-reasoning"}
     latest_path = Path(config.reports) / "policy" / "latest.json"
     latest = json.loads(latest_path.read_text())
-    assert latest["calibration_id"] == policy.calibration_id == result["calibration_id"]
-    assert latest["run_id"] == policy.run_id == result["run_id"]
-    assert Path(result["report_path"]).is_file()
+    assert latest["calibration_id"] == policy.calibration_id == result.calibration_id
+    assert latest["run_id"] == policy.run_id == result.run_id
+    assert Path(result.report_path).is_file()
     # The policy is routed by the class the proxy will predict, and the report says what
     # that does to each true class ("policy as applied", with its bounds).
-    report_md = Path(result["report_path"]).with_suffix(".md").read_text(encoding="utf-8")
+    report_md = Path(result.report_path).with_suffix(".md").read_text(encoding="utf-8")
     assert "## Policy as applied" in report_md and "retention as applied" in report_md
-    assert result["exit_code"] in (0, 4)
+    assert result.exit_code in (0, 4)
 
     curve_artifact = read_artifact(KEY_CURVE)
     assert curve_artifact.type == "table"
@@ -146,15 +146,15 @@ def test_full_run_then_rerun_makes_no_calls(
     assert "](data:image/png;base64," in report_md  # the plot opens from any machine
     assert "file://" not in report_md
     # Files the proxy reads get the mode a plain open() would give them (0644 under 022).
-    for path in (result["policy_path"], result["report_path"], latest_path):
+    for path in (result.policy_path, result.report_path, latest_path):
         assert Path(path).stat().st_mode & 0o777 == new_file_mode(), path
 
     # The planner reads the finished calibration: tasks / repeats / calls / $ per class.
     capsys.readouterr()
-    args = ["plan", result["calibration_id"], "--store", str(config.store)]
+    args = ["plan", result.calibration_id, "--store", str(config.store)]
     assert cli_main([*args, "--reports", str(config.reports)]) == 0
     plan = capsys.readouterr().out
-    assert f"Plan from calibration {result['calibration_id']}" in plan
+    assert f"Plan from calibration {result.calibration_id}" in plan
     for task_class in ("extraction", "numeric-reasoning"):
         lines = [line for line in plan.splitlines() if line.startswith(task_class)]
         assert len(lines) == 3 * 3  # three arms x repeats 1-3
@@ -163,13 +163,13 @@ def test_full_run_then_rerun_makes_no_calls(
     seen = len(anthropic.calls())
     again = run(config)
     assert len(anthropic.calls()) == seen  # the rerun made no model call at all
-    assert again["new_calls"] == 0
-    assert again["policy_lines"] == result["policy_lines"]
+    assert again.new_calls == 0
+    assert again.policy_lines == result.policy_lines
     # ...as a run of its own: same calibration and sample, its own tables and policy.
-    assert again["calibration_id"] == result["calibration_id"]
-    assert again["run_id"] != result["run_id"] and again["seed"] == result["seed"]
-    assert load_policy(result["policy_path"]).run_id == result["run_id"]
-    assert json.loads(latest_path.read_text())["run_id"] == again["run_id"]
+    assert again.calibration_id == result.calibration_id
+    assert again.run_id != result.run_id and again.seed == result.seed
+    assert load_policy(result.policy_path).run_id == result.run_id
+    assert json.loads(latest_path.read_text())["run_id"] == again.run_id
     assert pq.read_table(run_dir / "grades.parquet").to_pylist() == grades
 
 
@@ -181,13 +181,13 @@ def test_adding_a_rate_pays_only_for_its_cells(
     second = run(make_config(methods=("safe", "prune", "select"), rates=(0.6, 0.4)))
     new_requests = anthropic.calls()[before:]
 
-    answers = pq.read_table(Path(second["store"]) / "answers.parquet").to_pylist()
-    old_keys = distinct_answer_keys(Path(first["store"]) / "answers.parquet")
+    answers = pq.read_table(Path(second.store) / "answers.parquet").to_pylist()
+    old_keys = distinct_answer_keys(Path(first.store) / "answers.parquet")
     new_cells = [a for a in answers if a["arm"] in ("prune@0.4", "select@0.4")]
     expected = {a["call_key"] for a in new_cells} - old_keys
     assert expected and len(new_requests) == len(expected)
     # ...and each new request is a compressed body of a 0.4 arm, not anything else.
-    compressions = pq.read_table(Path(second["store"]) / "compressions.parquet").to_pylist()
+    compressions = pq.read_table(Path(second.store) / "compressions.parquet").to_pylist()
     new_bodies = [
         json.loads(c["body_json"])["messages"]
         for c in compressions
@@ -204,8 +204,8 @@ def test_twenty_percent_faults_still_give_every_cell(
     result = run(make_config(judge="llm"))
     faults = [r for r in anthropic.calls() if r.status != 200]
     assert len(faults) >= 5  # the faults really happened
-    answers = pq.read_table(Path(result["store"]) / "answers.parquet").to_pylist()
-    grades = pq.read_table(Path(result["store"]) / "grades.parquet").to_pylist()
+    answers = pq.read_table(Path(result.store) / "answers.parquet").to_pylist()
+    grades = pq.read_table(Path(result.store) / "grades.parquet").to_pylist()
     assert len(answers) == 4 * 2 * 5 and not [a for a in answers if a["error"]]
     assert len(grades) == 4 * 2 * 4 and not [g for g in grades if g["error"]]
     assert all(g["grade_clear"] is not None for g in grades)
@@ -220,7 +220,7 @@ def test_spend_cap_stops_keeps_and_resumes(
     paid = len(anthropic.calls())
     assert 0 < paid < 4 * 2 * 5
     result = run(make_config(concurrency=1))
-    unique = distinct_answer_keys(Path(result["store"]) / "answers.parquet")
+    unique = distinct_answer_keys(Path(result.store) / "answers.parquet")
     assert len(anthropic.calls()) == len(unique)  # the first run's calls were not repeated
 
 
@@ -261,10 +261,10 @@ def test_same_command_twice_is_free_fresh_samples_make_new_calls(
         made = len(answer_calls(anthropic)) - before
         assert (
             made
-            == fresh["new_calls"]
-            == len(distinct_answer_keys(Path(fresh["store"]) / "answers.parquet"))
+            == fresh.new_calls
+            == len(distinct_answer_keys(Path(fresh.store) / "answers.parquet"))
         )
-        seeds.add(fresh["seed"])
+        seeds.add(fresh.seed)
     assert len(seeds) == 2 and config.seed not in seeds
 
     runs = list_runs(config.store)
@@ -303,8 +303,8 @@ def test_a_prefect_retry_resumes_the_same_run_with_its_seeds(
 
     assert not failures  # the first attempt did fail
     [manifest] = list_runs(config.store)  # one run, reopened by the retry
-    assert manifest.run_id == result["run_id"] and manifest.seed == result["seed"]
+    assert manifest.run_id == result.run_id and manifest.seed == result.seed
     assert manifest.status == "finished" and manifest.seed != config.seed
-    answers = distinct_answer_keys(Path(result["store"]) / "answers.parquet")
+    answers = distinct_answer_keys(Path(result.store) / "answers.parquet")
     assert len(answer_calls(anthropic)) == len(answers)  # the retry asked nothing twice
-    assert result["new_calls"] == 0  # everything came from the first attempt's ledger
+    assert result.new_calls == 0  # everything came from the first attempt's ledger

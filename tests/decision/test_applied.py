@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tokenlens.classifier.classify import classify
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import aggregate, decide
 from tokenlens.decision.applied import applied_retention, route_policy
-from tokenlens.proxy.classify import classify
 from tokenlens.tasks import DEFAULT_TASKS_PATH, load_tasks
 
 CLASSES = ("extraction", "summarization", "chat-history")

@@ -12,7 +12,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _tiny_model_module():  # type: ignore[no-untyped-def]
-    """Load tests/ladder/tiny_model.py (tests are not a package under importlib mode)."""
+    """Load tests/compress/tiny_model.py (tests are not a package under importlib mode)."""
     spec = importlib.util.spec_from_file_location(
         "ladder_tiny_model", DATA.parent / "tiny_model.py"
     )

@@ -59,9 +59,9 @@ def test_a_calibration_on_s3_keeps_everything_in_the_bucket(
     )
     params = flow_parameters(config, fail_on_unresolved=False)
     result = calibrate(**params)
-    run_id, calibration_id = result["run_id"], result["calibration_id"]
+    run_id, calibration_id = result.run_id, result.calibration_id
     paid = len(anthropic.calls())
-    assert paid > 0 and result["new_calls"] == paid
+    assert paid > 0 and result.new_calls == paid
 
     # Tables, manifest, policies, report and ledger are objects of the bucket.
     in_store, in_reports = keys(store), keys(reports)
@@ -75,9 +75,9 @@ def test_a_calibration_on_s3_keeps_everything_in_the_bucket(
     for name in ("policy.json", "calibration.html", "calibration.md", "calibration.png"):
         assert f"runs/{run_id}/{name}" in in_reports, name
     assert {"policy/latest.json", f"policy/{calibration_id}.json"} <= in_reports
-    assert result["policy_path"] == f"{reports}/runs/{run_id}/policy.json"
-    assert result["report_path"] == f"{reports}/runs/{run_id}/calibration.html"
-    assert result["store"] == f"{store}/runs/{run_id}"
+    assert result.policy_path == f"{reports}/runs/{run_id}/policy.json"
+    assert result.report_path == f"{reports}/runs/{run_id}/calibration.html"
+    assert result.store == f"{store}/runs/{run_id}"
     assert list(tmp_path.iterdir()) == []  # nothing written to the local disk
     # Every paid call is one ledger record in the bucket.
     assert len(Ledger(f"{store}/ledger")) == paid
@@ -88,32 +88,32 @@ def test_a_calibration_on_s3_keeps_everything_in_the_bucket(
     }
     # Artifacts name the objects by their s3:// URL as text: no link, never file://.
     report_md = read_artifact(KEY_REPORT).data
-    assert f"`{result['report_path']}`" in report_md and f"`{result['store']}`" in report_md
+    assert f"`{result.report_path}`" in report_md and f"`{result.store}`" in report_md
     assert "](s3://" not in report_md and "file://" not in report_md
     assert "on the worker" not in report_md
-    assert f"`{result['policy_path']}`" in read_artifact(KEY_POLICY).data
+    assert f"`{result.policy_path}`" in read_artifact(KEY_POLICY).data
 
     # The dry run counts what the bucket's ledger holds (peeking, no GET per key).
     assert call_plan(config, dry_run_rows(config)).new_calls == 0
     again = calibrate(**params)
-    assert len(anthropic.calls()) == paid and again["new_calls"] == 0
-    assert again["policy_lines"] == result["policy_lines"]
-    assert [m.run_id for m in list_runs(store)] == [run_id, again["run_id"]]
+    assert len(anthropic.calls()) == paid and again.new_calls == 0
+    assert again.policy_lines == result.policy_lines
+    assert [m.run_id for m in list_runs(store)] == [run_id, again.run_id]
     assert all(m.status == "finished" for m in list_runs(store))
 
     # The proxy follows the published latest.json: the second run's policy.
     latest = f"{reports}/policy/latest.json"
     proxy_view = PolicyStore(latest).policy
-    assert proxy_view == load_policy(again["policy_path"]) == load_policy(latest)
-    assert proxy_view.run_id == again["run_id"]
+    assert proxy_view == load_policy(again.policy_path) == load_policy(latest)
+    assert proxy_view.run_id == again.run_id
     assert json.loads(location(latest).read_text())["calibration_id"] == calibration_id
 
     # `tokenlens history` reads the runs from the bucket.
     capsys.readouterr()
     assert cli_main(["history", "--store", store, "--reports", reports]) == 0
     out = capsys.readouterr().out
-    assert run_id in out and again["run_id"] in out and "2 runs" in out
+    assert run_id in out and again.run_id in out and "2 runs" in out
     # ...and so does the planner (default: the run behind the bucket's latest.json).
     assert cli_main(["plan", "--store", store, "--reports", reports]) == 0
-    assert f"Plan from calibration {again['run_id']}" in capsys.readouterr().out
+    assert f"Plan from calibration {again.run_id}" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []

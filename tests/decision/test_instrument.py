@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.judge.conftest import cell, frame, jittered, uniform
+from tests.grade_tables import cell, frame, jittered, uniform
 from tokenlens.decision import aggregate, decide, tasks_for_measured, tasks_for_provisional
 from tokenlens.decision.planner import detectable_retention, plan_arm
 from tokenlens.errors import TokenLensError

@@ -57,14 +57,14 @@ def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resume
 ) -> None:
     config = make_config(**SEQUENTIAL)
     result = calibrate(**flow_parameters(config, fail_on_unresolved=False))
-    answers = _answers(Path(result["store"]))
+    answers = _answers(Path(result.store))
     # Every answer the server gave is one cell of the answers table: nothing else was paid.
     assert _paid_answers(anthropic) == len({a["call_key"] for a in answers if a["call_key"]})
     pairs = Counter(a["arm"] for a in answers if a["sample"] == 1)
     tasks = {arm: len({a["task_id"] for a in answers if a["arm"] == arm}) for arm in pairs}
     curve = {
         r["arm"]: r["status"]
-        for r in pq.read_table(Path(result["store"]) / "curve.parquet").to_pylist()
+        for r in pq.read_table(Path(result.store) / "curve.parquet").to_pylist()
         if r["task_class"] == "extraction"
     }
     assert curve["safe"] == "held" and curve["prune@0.8"] == "failed"
@@ -121,7 +121,7 @@ def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resume
         time.sleep(0.05)
     anthropic.configure(latency_s=0.0)
     again = calibrate(**flow_parameters(other, fail_on_unresolved=False))
-    rerun_answers = _answers(Path(again["store"]))
+    rerun_answers = _answers(Path(again.store))
     unique = {a["call_key"] for a in rerun_answers if a["call_key"]}
     assert _paid_answers(anthropic) - before <= len(unique)  # nothing paid twice
-    assert _classes(again["policy_path"]) == _classes(result["policy_path"])
+    assert _classes(again.policy_path) == _classes(result.policy_path)

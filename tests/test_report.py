@@ -6,8 +6,7 @@ import re
 
 import pandas as pd
 
-from tests.judge.conftest import cell, frame, uniform
-from tests.judge.test_decide import _realistic
+from tests.grade_tables import cell, frame, realistic, uniform
 from tokenlens.decision import aggregate, decide, judge_agreement
 from tokenlens.report import LOCAL_MODEL_BANNER, seed_lines, write_report
 
@@ -18,7 +17,7 @@ def _built(grades: pd.DataFrame, judge: str | None = None):
 
 
 def test_seed_style_lines() -> None:
-    _, policy = _built(_realistic())
+    _, policy = _built(realistic())
     lines = seed_lines(policy)
     extraction = next(line for line in lines if " extraction " in line)
     assert re.fullmatch(
@@ -31,7 +30,7 @@ def test_seed_style_lines() -> None:
 
 
 def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
-    curve, policy = _built(_realistic())
+    curve, policy = _built(realistic())
     paths = write_report(policy, curve, tmp_path, name="run1", local_model=True)
     assert paths.markdown.url == str(tmp_path / "run1.md")
     assert paths.plot.read_bytes().startswith(b"\x89PNG")
@@ -48,7 +47,7 @@ def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
 
 
 def test_banner_only_for_the_local_model(tmp_path) -> None:
-    curve, policy = _built(_realistic())
+    curve, policy = _built(realistic())
     paths = write_report(policy, curve, tmp_path, local_model=False)
     assert LOCAL_MODEL_BANNER not in paths.html.read_text(encoding="utf-8")
 
@@ -96,7 +95,7 @@ def test_judge_agreement_section(tmp_path) -> None:
 
 
 def test_unavailable_arms_are_reported_with_their_reason(tmp_path) -> None:
-    curve, policy = _built(_realistic())
+    curve, policy = _built(realistic())
     reason = "cannot load <weights>: offline (HF_HUB_OFFLINE=1)"
     paths = write_report(policy, curve, tmp_path, unavailable={"llmlingua2@0.4": reason})
     md = paths.markdown.read_text(encoding="utf-8")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-from tests.judge.conftest import cell, frame, jittered, uniform
+from tests.grade_tables import cell, frame, jittered, realistic, uniform
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import (
     ALL_CLASSES,
@@ -23,7 +22,6 @@ from tokenlens.decision import (
 from tokenlens.errors import JudgeError
 from tokenlens.identity import calibration_id
 from tokenlens.policy import load_policy, write_policy
-from tokenlens.simulate import Scenario, SimArm, simulate_grades
 from tokenlens.tables import CURVE
 from tokenlens.tasks import CalibrationTask
 
@@ -274,28 +272,8 @@ def test_default_entry_pools_every_class() -> None:
 # --------------------------------------------------------------------------- exit code
 
 
-def _realistic(seed: int = 11) -> pd.DataFrame:
-    """Seven classes like the starter set; summarization's control loses ~15 %."""
-    ladder = (SimArm("llmlingua2@0.8", 1.0, 0.15), SimArm("llmlingua2@0.6", 0.9, 0.33))
-    clean = {"judge_sd": 1.0, "sampling_sd": 1.0, "task_sd": 0.005, "n_tasks": 60}
-    worlds = {
-        "extraction": Scenario("extraction", ladder, **clean),
-        "code-context": Scenario("code-context", ladder, **clean),
-        "numeric-reasoning": Scenario(
-            "numeric-reasoning", ladder, control_retention=0.95, n_tasks=20
-        ),
-        "instruction-following": Scenario("instruction-following", ladder, n_tasks=20),
-        "long-doc-qa": Scenario("long-doc-qa", ladder, judge_sd=5.0, n_tasks=20),
-        "summarization": Scenario("summarization", ladder, control_retention=0.85, n_tasks=20),
-        "chat-history": Scenario("chat-history", (SimArm("llmlingua2@0.8", 0.8, 0.14),), **clean),
-    }
-    rng = np.random.default_rng(seed)
-    tables = [simulate_grades(s, rng, task_class=name) for name, s in worlds.items()]
-    return pd.concat(tables, ignore_index=True)
-
-
 def test_exit_code_is_non_zero_on_realistic_data_with_an_unmeasurable_class() -> None:
-    grades = _realistic()
+    grades = realistic()
     curve = aggregate(grades, tolerance=0.95, mode="interval")
     classes = sorted(set(grades["task_class"]))
     policy = decide(curve, calibration_id="realistic-run", model="m", requested_classes=classes)
@@ -363,14 +341,14 @@ def test_several_judges_need_a_deciding_one_and_agreement_is_reported() -> None:
 
 
 def test_curve_matches_its_arrow_schema() -> None:
-    curve = aggregate(_realistic(), tolerance=0.95)
+    curve = aggregate(realistic(), tolerance=0.95)
     table = curve.to_arrow()
     assert table.schema.equals(CURVE)
     assert isinstance(table, pa.Table) and table.num_rows == len(curve.table)
 
 
 def test_policy_round_trips_through_the_atomic_writer(tmp_path) -> None:
-    curve = aggregate(_realistic(), tolerance=0.95)
+    curve = aggregate(realistic(), tolerance=0.95)
     policy = decide(curve, calibration_id="abcdef0123456789", model="m")
     path = write_policy(policy, tmp_path)
     assert path.name == "abcdef0123456789.json"

@@ -52,7 +52,7 @@ def test_history_and_compare_show_a_model_that_got_worse(
     for forget_rate in (0.0, 0.0, 0.6):
         anthropic.configure(forget_rate=forget_rate)
         results.append(calibrate(**params))
-    ids = [r["run_id"] for r in results]
+    ids = [r.run_id for r in results]
 
     states = load_history(config.store, config.reports)
     assert [s.run_id for s in states] == ids
