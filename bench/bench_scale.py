@@ -200,11 +200,11 @@ def bench_fan_out(args: argparse.Namespace, tmp: Path) -> None:
             span += args.latency  # the first call started one latency before it was logged
             figures[label] = (wall, span, len(calls))
             ideal = len(calls) * args.latency / (args.concurrency * workers)
-            hosts = {(s["host"], s["launcher_pid"]) for s in result["shards"]}
+            hosts = {(r.result.host, r.result.launcher_pid) for r in result.shards if r.result}
             print(
                 f"  {label}: {wall:6.1f} s whole run, {span:6.1f} s paying "
                 f"(ideal {ideal:5.1f} s), {len(calls)} calls, {len(hosts)} worker(s), "
-                f"parent paid {result['new_calls']}"
+                f"parent paid {result.new_calls}"
             )
         one, two, local = figures.values()
         print(f"  speed-up 2 vs 1 worker: {one[0] / two[0]:.2f}x whole run, "
