@@ -30,8 +30,9 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 
 from tokenlens.calibration import stages
+from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
-from tokenlens.calibration.result import CalibrationResult
+from tokenlens.calibration.result import CalibrationResult, ShardRun
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
@@ -39,6 +40,7 @@ from tokenlens.calibration.session import (
     estimate_spend,
     open_calibration,
 )
+from tokenlens.calibration.shards import reopen_ledger
 from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import (
     curve_records,
@@ -62,7 +64,7 @@ from tokenlens.config import (
 )
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
-from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, TokenLensError
 from tokenlens.report import seed_lines
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
@@ -178,6 +180,14 @@ def _paid_calls(result: RoundsResult) -> int:
 
 
 @task(**_STAGE_OPTIONS)
+def pay_in_shards(
+    cal: Calibration, tasks: list[CalibrationTask], fan_out: FanOutSettings
+) -> list[ShardRun]:
+    """Pay for every answer and judge call in shards run by the pool's workers."""
+    return pay_with_shards(cal, tasks, fan_out, log=get_run_logger())
+
+
+@task(**_STAGE_OPTIONS)
 def aggregate(cal: Calibration, grades: list[GradeRow]) -> Curve:
     """Turn grades into the per-class quality curve of the deciding judge."""
     return stages.aggregate_stage(cal, grades)
@@ -226,6 +236,10 @@ def calibrate(
     fresh_sample: bool = False,
     fail_on_unresolved: bool = True,
     resume: str | None = None,
+    shards: int | None = None,
+    shard_deployment: str = "calibrate-shard/shard",
+    calls_limit: int | None = None,
+    shard_lost_after: float = 600.0,
 ) -> CalibrationResult:
     """Calibrate the compression ladder against answer quality and publish a policy.
 
@@ -267,6 +281,15 @@ def calibrate(
             class is unmeasurable, had no arm hold, or has too few tasks.
         resume: a run id to resume with its own seeds ("latest": the newest unfinished run);
             the other settings then come from that run.
+        shards: split the paid work into this many shards, each a flow run of
+            `shard_deployment` that any worker of its pool may take; empty: this process
+            pays for everything (the default).
+        shard_deployment: the deployment that runs one shard ("flow/deployment").
+        calls_limit: with shards, model calls in flight across all workers, per model (the
+            Prefect global concurrency limit tokenlens-calls-<model>, created or resized);
+            empty: leave any existing limit as it is.
+        shard_lost_after: seconds without a heartbeat after which a running shard's worker
+            counts as gone (the shard is marked Crashed and the run fails naming it).
     """
     config = CalibrationConfig(
         tasks=tasks,
@@ -295,11 +318,23 @@ def calibrate(
         llmlingua_model=llmlingua_model,
         seed=seed,
     )
+    fan_out = None
+    if shards is not None:
+        if shards < 1:
+            raise TokenLensError(f"shards: at least 1 (or empty for no shards), got {shards}")
+        fan_out = FanOutSettings(shards, shard_deployment, calls_limit, shard_lost_after)
+        if design == "sequential":
+            raise TokenLensError(
+                "shards: the sequential design decides each round from every task's grades; "
+                "run it without shards (or use design=fixed)"
+            )
     progress: Progress = ArtifactProgress()
     terminal = _terminal_progress()
     progress = FanOut([progress, terminal])
     try:
-        result = _calibrate(config, progress, fresh_sample=fresh_sample, resume=resume)
+        result = _calibrate(
+            config, progress, fresh_sample=fresh_sample, resume=resume, fan_out=fan_out
+        )
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()
@@ -317,7 +352,12 @@ def flow_parameters(config: CalibrationConfig, **options: Any) -> dict[str, Any]
 
 
 def _calibrate(
-    config: CalibrationConfig, progress: Progress, *, fresh_sample: bool, resume: str | None
+    config: CalibrationConfig,
+    progress: Progress,
+    *,
+    fresh_sample: bool,
+    resume: str | None,
+    fan_out: FanOutSettings | None = None,
 ) -> CalibrationResult:
     logger = get_run_logger()
     cal, selected = open_calibration(
@@ -350,6 +390,10 @@ def _calibrate(
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
         estimate = estimate_spend(cal, selected, compressions).describe()
         logger.info("spend estimate: %s", estimate)
+        shard_runs: list[ShardRun] = []
+        if fan_out is not None:
+            shard_runs = pay_in_shards(cal, selected, fan_out)
+            cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
         try:
             if config.design == "sequential":
                 rounds = sample_in_rounds(cal, selected, compressions)
@@ -360,6 +404,12 @@ def _calibrate(
         except SpendLimitReached:
             _publish_spend(cal, estimate)
             raise
+        if fan_out is not None and cal.spend.new_calls:
+            logger.warning(
+                "the shards left %d calls unpaid (failed calls, or an arm a worker could "
+                "not compress); this process paid for them",
+                cal.spend.new_calls,
+            )
         if config.design != "sequential":
             curve = aggregate(cal, grades)
         requested = list(config.classes) if config.classes else None
@@ -388,6 +438,7 @@ def _calibrate(
         spend_line=spend_line(cal.spend),
         spent_usd=cal.spend.spent,
         estimate=estimate,
+        shards=shard_runs,
     )
 
 

@@ -143,4 +143,6 @@ def test_every_setting_is_a_described_flow_parameter_with_the_configs_default() 
         assert schema[name].get("description"), f"{name} has no description"
         assert schema[name].get("default") == default, name
     extras = set(schema) - set(defaults)
-    assert extras == {"fresh_sample", "fail_on_unresolved", "resume"}
+    run_options = {"fresh_sample", "fail_on_unresolved", "resume"}
+    fan_out = {"shards", "shard_deployment", "calls_limit", "shard_lost_after"}
+    assert extras == run_options | fan_out

@@ -11,6 +11,36 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 
+class ShardResult(BaseModel):
+    """What one shard of a sharded run did, and where (recorded by the shard itself)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shard: int  # index, from 0
+    count: int  # shards in the run
+    tasks: int
+    host: str
+    pid: int  # the shard's process
+    launcher_pid: int  # the process that started it: on a process worker, the worker
+    new_calls: int  # calls this shard paid for
+    spent_usd: float
+    answers: int
+    answer_errors: int
+    grades: int
+    grade_errors: int
+
+
+class ShardRun(BaseModel):
+    """One shard of a sharded run as the parent saw it: its flow run and its result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shard: int
+    flow_run: str  # the flow run's name
+    flow_run_id: str
+    result: ShardResult | None  # None if the shard recorded no result artifact
+
+
 class CalibrationResult(BaseModel):
     """One finished run: where its policy, report and tables are, what it decided and cost."""
 
@@ -31,3 +61,4 @@ class CalibrationResult(BaseModel):
     spend_line: str
     spent_usd: float
     estimate: str  # the spend estimate made before the first call
+    shards: list[ShardRun] = []  # a sharded run's shards (empty: one process paid)

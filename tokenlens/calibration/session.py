@@ -25,6 +25,7 @@ from tokenlens.calibration.store import Store
 from tokenlens.config import DEFAULT_RATES, CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
+from tokenlens.models.base import ModelClient
 from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
 
@@ -112,12 +113,39 @@ def open_calibration(
             config, calibration_id, fresh_sample=fresh_sample, flow_run_id=flow_run_id
         )
     config = manifest.calibration_config()  # the run's own sample seed
-    store = Store(config.store, manifest.run_id)
+    cal = assemble(
+        config,
+        client,
+        run_id=manifest.run_id,
+        calibration_id=calibration_id,
+        progress=progress,
+        run=manifest,
+    )
+    return cal, tasks
+
+
+def assemble(
+    config: CalibrationConfig,
+    client: ModelClient,
+    *,
+    run_id: str,
+    calibration_id: str,
+    progress: Progress | None = None,
+    run: RunManifest | None = None,
+    spend: SpendMeter | None = None,
+) -> Calibration:
+    """The `Calibration` of a run (or of a shard of it): store, ledger, ledger-backed clients.
+
+    `client` is the raw backend; every answer and LLM judge call goes through the ledger
+    `<store>/ledger`, opened here. Makes no model call.
+    """
+    model = answer_model(config, client)
+    store = Store(config.store, run_id)
     ledger = Ledger(store.ledger_dir)
-    spend = SpendMeter(config.max_spend)
+    spend = spend or SpendMeter(config.max_spend)
     answer_client = LedgerClient(client, ledger, kind="answer", spend=spend)
     judges = build_judges(config, answer_client=client, model=model, ledger=ledger, spend=spend)
-    cal = Calibration(
+    return Calibration(
         config=config,
         store=store,
         ledger=ledger,
@@ -125,12 +153,11 @@ def open_calibration(
         answer_client=answer_client,
         judge_clients=judges,
         model=model,
-        backend=backend,
+        backend=config.resolved_backend(),
         progress=progress or NoProgress(),
         calibration_id=calibration_id,
-        run=manifest,
+        run=run,
     )
-    return cal, tasks
 
 
 def estimate_spend(

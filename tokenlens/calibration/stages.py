@@ -207,8 +207,13 @@ class _CompressionCell(TypedDict):
     cache_key: str
 
 
-def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[CompressionRow]:
+def compress_stage(
+    cal: Calibration, tasks: list[CalibrationTask], *, write: bool = True
+) -> list[CompressionRow]:
     """Compress every task's body with every arm; reuse bodies already computed.
+
+    `write=False` leaves the compressions table alone (a shard compresses its own tasks
+    and records nothing but its paid calls).
 
     An arm that cannot run here (e.g. LLMLingua-2 without its weights) is recorded as
     `unavailable` with the reason for every task; it is never replaced by another rung.
@@ -267,7 +272,8 @@ def compress_stage(cal: Calibration, tasks: list[CalibrationTask]) -> list[Compr
             done += 1
             cal.progress.advance("compress", done, total)
     cal.progress.finish("compress")
-    cal.store.write("compressions", rows, tables.COMPRESSIONS)
+    if write:
+        cal.store.write("compressions", rows, tables.COMPRESSIONS)
     return rows
 
 

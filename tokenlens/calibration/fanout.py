@@ -1,0 +1,302 @@
+"""Running a calibration's shards on a Prefect work pool, and limits shared by its workers.
+
+The parent flow starts one flow run of the `calibrate-shard` deployment per shard with
+`run_deployment` (linked to it as subflow runs), so any worker of the deployment's pool
+can take any shard; it then polls their states until all are final. A worker that dies
+(SIGKILL, a lost machine) leaves its shard `Running` forever: the parent treats a shard
+that sent no sign of life (Prefect's flow run heartbeat, `PREFECT_FLOWS_HEARTBEAT_FREQUENCY`,
+or a state change) for `lost_after` seconds as lost, marks it `Crashed` and fails naming
+it (a shard that never sent a heartbeat, e.g. with heartbeats turned off, is never
+judged lost: the parent then waits for it). Every call the shards paid for is in the
+ledger, so a rerun pays only for the rest.
+
+Global limits: every model call of a shard holds a slot of the Prefect global concurrency
+limit `tokenlens-calls-<model>` when that limit exists, so N workers on one API key keep
+at most `limit` calls in flight between them (per worker, `concurrency` still applies).
+The shard checks once whether a limit exists: Prefect's `concurrency()` would otherwise
+log a warning per call and go ahead without a slot (it never waits on a missing limit;
+with `strict=True` it raises), so a missing limit means "not limited", said once.
+
+This module imports Prefect; the plain shard logic is `tokenlens.calibration.shards`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+from uuid import UUID
+
+from tokenlens.calibration.result import ShardResult, ShardRun
+from tokenlens.calibration.shards import ShardError, ShardSpec, plan_shards
+from tokenlens.calibration.stages import Calibration, judge_name_for
+from tokenlens.models.base import Completion, CompletionRequest, ModelClient
+from tokenlens.tasks import CalibrationTask
+
+#: Artifact in which each shard run records its `ShardResult` (read back by the parent).
+KEY_SHARD = "calibration-shard"
+#: How long a slot's lease lives without renewal: a dead worker's slots come back after it.
+LEASE_SECONDS = 60.0
+
+
+def limit_name(model: str) -> str:
+    """The global limit of one model's calls, e.g. `tokenlens-calls-claude-haiku-4-5`."""
+    return "tokenlens-calls-" + re.sub(r"[^A-Za-z0-9._-]+", "-", model)
+
+
+def ensure_call_limits(models: Iterable[str], slots: int) -> list[str]:
+    """Create (or resize) the global limit of each model's calls; returns their names."""
+    from prefect.client.orchestration import get_client
+
+    if slots < 1:
+        raise ShardError(f"calls_limit must be at least 1, got {slots}")
+    names = sorted({limit_name(model) for model in models})
+    with get_client(sync_client=True) as client:
+        for name in names:
+            client.upsert_global_concurrency_limit_by_name(name, slots)
+    return names
+
+
+def existing_limits(models: Iterable[str]) -> set[str]:
+    """The models (of `models`) whose call limit exists and is active on the Prefect API."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    found: set[str] = set()
+    with get_client(sync_client=True) as client:
+        for model in set(models):
+            try:
+                limit = client.read_global_concurrency_limit_by_name(limit_name(model))
+            except ObjectNotFound:
+                continue
+            if limit.active:
+                found.add(model)
+    return found
+
+
+class LimitedClient:
+    """A `ModelClient` whose calls to the limited models each hold one global slot.
+
+    Same `name` as the backend it wraps, so ledger keys do not change; anything else
+    (the model id, batch methods) is the wrapped backend's.
+    """
+
+    def __init__(self, inner: ModelClient, limited_models: set[str]):
+        self.inner = inner
+        self.name = inner.name
+        self.limited_models = limited_models
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        if request.model not in self.limited_models:
+            return self.inner.complete(request)
+        from prefect.concurrency.sync import concurrency
+
+        # strict: the limit was seen when the shard started; if it vanished, fail the call
+        # rather than run unlimited. A failed lease renewal (an API blip) must not kill a
+        # call that is being paid for.
+        with concurrency(
+            limit_name(request.model),
+            lease_duration=LEASE_SECONDS,
+            strict=True,
+            raise_on_lease_renewal_failure=False,
+        ):
+            return self.inner.complete(request)
+
+
+@dataclass(frozen=True)
+class FanOutSettings:
+    """How a run is split over a work pool (the `calibrate` flow's shard parameters)."""
+
+    shards: int
+    deployment: str
+    calls_limit: int | None
+    lost_after: float
+
+
+def pay_with_shards(
+    cal: Calibration, tasks: list[CalibrationTask], settings: FanOutSettings, *, log: Any
+) -> list[ShardRun]:
+    """Ensure the call limits, run the run's shards on the pool; what each shard did.
+
+    The run's spend cap is shared out evenly: each shard gets `max_spend / shards`.
+    """
+    if settings.calls_limit is not None:
+        models = {cal.model, judge_name_for(cal.config, cal.model)} - {"metric"}
+        names = ensure_call_limits(models, settings.calls_limit)
+        log.info("global limits %s: %d calls in flight", ", ".join(names), settings.calls_limit)
+    specs = plan_shards(tasks, settings.shards)
+    config = cal.config
+    if config.max_spend is not None:
+        config = config.model_copy(update={"max_spend": config.max_spend / len(specs)})
+    common = {
+        "config": config.model_dump(mode="json"),
+        "run_id": cal.store.run_id,
+        "calibration_id": cal.calibration_id,
+    }
+    runs = run_shards(settings.deployment, specs, common, lost_after=settings.lost_after, log=log)
+    return [
+        ShardRun(
+            shard=run.spec.index,
+            flow_run=run.name,
+            flow_run_id=str(run.flow_run_id),
+            result=ShardResult.model_validate(run.result) if run.result else None,
+        )
+        for run in runs
+    ]
+
+
+@dataclass(frozen=True)
+class _Final:
+    """A shard's flow run in its final state, as the parent saw it."""
+
+    spec: ShardSpec
+    flow_run_id: UUID
+    name: str
+    state: str
+    message: str
+    result: dict[str, Any] | None
+
+
+def run_shards(
+    deployment: str,
+    specs: list[ShardSpec],
+    parameters: dict[str, Any],
+    *,
+    lost_after: float,
+    poll: float = 2.0,
+    log: Any = None,
+) -> list[_Final]:
+    """Start one flow run of `deployment` per shard, wait for all; raise if any failed.
+
+    `parameters` are the shard flow's parameters common to all shards; each run adds its
+    spec. Raises `ShardError` naming every shard that did not complete.
+    """
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.deployments import run_deployment
+
+    started: dict[UUID, tuple[ShardSpec, str]] = {}
+    for spec in specs:
+        run = cast(
+            FlowRun,
+            run_deployment(  # sync call: async_dispatch returns the value
+                deployment,
+                parameters={
+                    **parameters,
+                    "shard": spec.index,
+                    "shards": spec.count,
+                    "task_ids": list(spec.task_ids),
+                },
+                flow_run_name=f"{parameters['run_id']}-shard-{spec.index + 1}-of-{spec.count}",
+                timeout=0,
+                tags=["tokenlens", "calibration-shard"],
+            ),
+        )
+        started[run.id] = (spec, run.name)
+        if log is not None:
+            log.info("%s: flow run %s (%s)", spec.label, run.name, run.id)
+    finals = _wait(started, lost_after=lost_after, poll=poll, log=log)
+    failed = [run for run in finals if run.state != "COMPLETED"]
+    if failed:
+        listed = "; ".join(
+            f"{run.spec.label} ({run.name}, {len(run.spec.task_ids)} tasks): "
+            f"{run.state}{' - ' + run.message if run.message else ''}"
+            for run in failed
+        )
+        raise ShardError(
+            f"{len(failed)} of {len(finals)} shards did not complete: {listed}. The calls "
+            "they paid for are in the ledger: rerun (or resume) to pay only for the rest."
+        )
+    return finals
+
+
+def _wait(
+    started: dict[UUID, tuple[ShardSpec, str]], *, lost_after: float, poll: float, log: Any
+) -> list[_Final]:
+    from prefect.client.orchestration import get_client
+    from prefect.states import Crashed
+
+    final: dict[UUID, _Final] = {}
+    with get_client(sync_client=True) as client:
+        while len(final) < len(started):
+            for run_id, (spec, name) in started.items():
+                if run_id in final:
+                    continue
+                run = client.read_flow_run(run_id)
+                state = run.state
+                if state is not None and state.is_final():
+                    final[run_id] = _Final(
+                        spec,
+                        run_id,
+                        name,
+                        state.type.value,
+                        state.message or "",
+                        _shard_result(client, run_id) if state.is_completed() else None,
+                    )
+                    if log is not None:
+                        log.info("%s: %s", spec.label, state.type.value)
+                    continue
+                if state is None or not state.is_running():
+                    continue  # scheduled or pending: waiting for a worker is not a loss
+                alive = _last_heartbeat(client, run_id)
+                if alive is None:
+                    continue  # no heartbeat yet (or heartbeats off): nothing to judge by
+                silent = (datetime.now(UTC) - max(alive, state.timestamp)).total_seconds()
+                if silent > lost_after:
+                    message = (
+                        f"no heartbeat for {silent:.0f} s (limit {lost_after:.0f} s): "
+                        "its worker is gone"
+                    )
+                    client.set_flow_run_state(run_id, Crashed(message=message), force=True)
+                    final[run_id] = _Final(spec, run_id, name, "CRASHED", message, None)
+                    if log is not None:
+                        log.warning("%s: %s", spec.label, message)
+            if len(final) < len(started):
+                time.sleep(poll)
+    return [final[run_id] for run_id in started]
+
+
+def _last_heartbeat(client: Any, run_id: UUID) -> datetime | None:
+    """When the flow run last sent its heartbeat event (None: never, as far as we know).
+
+    A flow run sends its first heartbeat as it starts, so a shard with none has either
+    just started or runs with heartbeats off; neither is judged lost.
+    """
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    page = client.read_events(
+        filter=EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{run_id}"]),
+        ),
+        limit=1,
+    )
+    times: list[datetime] = [event.occurred for event in page.events]
+    return max(times) if times else None
+
+
+def _shard_result(client: Any, run_id: UUID) -> dict[str, Any] | None:
+    """The `ShardResult` the shard recorded in its artifact (None if there is none)."""
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
+
+    artifacts = client.read_artifacts(
+        artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
+            key=ArtifactFilterKey(any_=[KEY_SHARD]),
+        )
+    )
+    for artifact in artifacts:
+        data = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+        if isinstance(data, list) and data:
+            return dict(data[0])
+    return None
