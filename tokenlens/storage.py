@@ -120,33 +120,30 @@ class Location:
             out[path] = value
         return out
 
+    def _entries(self) -> list[dict[str, Any]]:
+        """The folder's listing with details; [] when it does not exist."""
+        try:
+            return list(self.fs.ls(self.path, detail=True))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"{self.url}: cannot list ({exc})") from exc
+
     def files(self, suffix: str = "") -> list[Location]:
         """Files directly under this folder whose name ends with `suffix`, sorted; [] if none.
 
         Always a fresh listing (S3 LIST is strongly consistent; no listing cache is kept).
         """
-        try:
-            entries = self.fs.ls(self.path, detail=True)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StorageError(f"{self.url}: cannot list ({exc})") from exc
         names = sorted(
             str(e["name"])
-            for e in entries
+            for e in self._entries()
             if e.get("type") == "file" and str(e["name"]).endswith(suffix)
         )
         return [Location(self.fs, _strip_protocol(n, self.protocol), self.protocol) for n in names]
 
     def folders(self) -> list[Location]:
         """Sub-folders directly under this folder (S3: common prefixes), sorted; [] if none."""
-        try:
-            entries = self.fs.ls(self.path, detail=True)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StorageError(f"{self.url}: cannot list ({exc})") from exc
-        names = sorted(str(e["name"]) for e in entries if e.get("type") == "directory")
+        names = sorted(str(e["name"]) for e in self._entries() if e.get("type") == "directory")
         return [
             Location(self.fs, _strip_protocol(n, self.protocol).rstrip("/"), self.protocol)
             for n in names
