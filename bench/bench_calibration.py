@@ -8,6 +8,10 @@ cost of "never pay twice" when nothing changed; the third is the same no-op reru
 user types it, `tokenlens calibrate ...` in a new process (start-up, imports and its
 temporary Prefect server included).
 
+Process start-up (Prefect's ephemeral server, the Anthropic SDK's import, which happens
+at the first call) is not counted in the first two figures; the third counts all of it.
+Every figure moves with the load of a shared machine: the load average is printed.
+
 Usage: .venv/bin/python bench/bench_calibration.py [--latency 0.2] [--concurrency 8]
 Prints figures; asserts nothing (timing goals are not tests).
 """
@@ -31,6 +35,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--judge", choices=("metric", "llm", "both"), default="llm")
     args = parser.parse_args()
+    print(f"start: {load()}")
 
     root = Path(tempfile.mkdtemp(prefix="tokenlens-bench-"))
     os.environ.setdefault("PREFECT_HOME", str(root / "prefect"))
@@ -52,7 +57,9 @@ def main() -> None:
 
     started = time.perf_counter()
     warmup()
-    print(f"prefect start-up (not counted): {time.perf_counter() - started:.1f} s")
+    import anthropic  # noqa: F401 - loaded at the first call: process start-up
+
+    print(f"prefect and SDK start-up (not counted): {time.perf_counter() - started:.1f} s")
 
     with FakeAnthropic(seed=3, latency_s=args.latency) as server:
         os.environ["ANTHROPIC_BASE_URL"] = server.base_url
@@ -111,6 +118,11 @@ def main() -> None:
     )
     print(f"  {spend[0] if spend else done.stderr[-500:]}")
     print(f"policy: {first.policy_path}")
+    print(f"end: {load()}")
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 from uuid import UUID
 
 from prefect import flow, get_run_logger, task
@@ -28,6 +28,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import opaque
 
 from tokenlens.calibration import stages
 from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
@@ -79,6 +80,18 @@ KEY_TREND = "calibration-trend"
 KEY_ROUNDS = "calibration-rounds"
 
 _STAGE_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
+
+T = TypeVar("T")
+
+
+def _as_is(value: T) -> T:
+    """A stage task's argument, handed over without Prefect walking into it (`opaque`).
+
+    Prefect visits every element of a task's arguments twice, looking for futures to
+    resolve and upstream runs to record: ~10,000 visits per stage in the bench for the
+    rows and the run's context, which hold no futures. `opaque` still links the value
+    itself to the task run that returned it (the flow run's graph keeps its edges)."""
+    return cast(T, opaque(value))
 
 
 class ArtifactProgress:
@@ -383,8 +396,8 @@ def _calibrate(
         config.judge,
     )
     try:
-        load_tasks(cal, selected)
-        compressions = compress_arms(cal, selected)
+        load_tasks(_as_is(cal), _as_is(selected))
+        compressions = compress_arms(_as_is(cal), _as_is(selected))
         unavailable = stages.unavailable_arms(compressions)
         for arm, reason in unavailable.items():
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
@@ -396,11 +409,13 @@ def _calibrate(
             cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
         try:
             if config.design == "sequential":
-                rounds = sample_in_rounds(cal, selected, compressions)
+                rounds = sample_in_rounds(_as_is(cal), _as_is(selected), _as_is(compressions))
                 grades, curve = rounds.grades, rounds.curve
             else:
-                answers = sample_answers(cal, selected, compressions)
-                grades = judge_pairs(cal, selected, compressions, answers)
+                answers = sample_answers(_as_is(cal), _as_is(selected), _as_is(compressions))
+                grades = judge_pairs(
+                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(answers)
+                )
         except SpendLimitReached:
             _publish_spend(cal, estimate)
             raise
@@ -411,9 +426,11 @@ def _calibrate(
                 cal.spend.new_calls,
             )
         if config.design != "sequential":
-            curve = aggregate(cal, grades)
+            curve = aggregate(_as_is(cal), _as_is(grades))
         requested = list(config.classes) if config.classes else None
-        published = publish_policy(cal, curve, grades, requested, unavailable, selected)
+        published = publish_policy(
+            _as_is(cal), _as_is(curve), _as_is(grades), requested, unavailable, _as_is(selected)
+        )
     except BaseException:
         if cal.run is not None:
             finish_run(config.store, cal.run, "stopped")

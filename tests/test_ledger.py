@@ -186,3 +186,79 @@ def test_unpriced_calls_are_counted_not_priced(tmp_path: Path) -> None:
     for i in range(3):
         client.complete(request(str(i)))
     assert (spend.spent, spend.unpriced_calls, spend.new_calls) == (0.0, 3, 3)
+
+
+def test_concurrent_puts_share_fsyncs_and_each_returns_only_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import os
+
+    import tokenlens.ledger_store as ledger_store
+
+    ledger = Ledger(tmp_path)
+    synced: set[str] = set()
+    fsyncs = 0
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        nonlocal fsyncs
+        time.sleep(0.02)  # a slow disk: workers queue up behind the write under way
+        real_fsync(fd)
+        fsyncs += 1
+        for journal in tmp_path.glob("journal-*.jsonl"):
+            lines = journal.read_text(encoding="utf-8").splitlines()
+            synced.update(json.loads(line)["key"] for line in lines)
+
+    monkeypatch.setattr(ledger_store.os, "fsync", slow_fsync)
+    client = CountingClient()
+    unsynced: list[str] = []
+
+    def put(i: int) -> None:
+        req = request(f"q{i}")
+        ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+        if f"k{i}" not in synced:
+            unsynced.append(f"k{i}")
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert unsynced == []  # no put returned before its line was fsync'd
+    assert fsyncs < 16  # lines queued during an fsync went to disk together
+    assert len(Ledger(tmp_path)) == 16
+
+
+def test_a_failed_journal_write_fails_every_put_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tokenlens.ledger_store as ledger_store
+    from tokenlens.ledger_store import LedgerError
+
+    ledger = Ledger(tmp_path)
+
+    def broken_fsync(fd: int) -> None:
+        time.sleep(0.02)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(ledger_store.os, "fsync", broken_fsync)
+    failures: list[BaseException] = []
+    client = CountingClient()
+
+    def put(i: int) -> None:
+        req = request(f"q{i}")
+        try:
+            ledger.put(
+                f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req)
+            )
+        except LedgerError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(failures) == 6 and all("Input/output error" in str(e) for e in failures)
+    assert len(ledger) == 0  # nothing unsynced is served as paid

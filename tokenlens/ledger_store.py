@@ -139,12 +139,26 @@ def open_store(root: Location) -> RecordStore:
 # -- local disk --------------------------------------------------------------------
 
 
+@dataclass
+class _Batch:
+    """Journal lines that one write and one fsync make durable together."""
+
+    lines: list[str]
+    done: bool = False
+    error: BaseException | None = None
+
+
 class JournalStore:
     """Per-process JSONL journals, fsync'd per call; flock'd compaction into Parquet.
 
     Several processes may share the folder: each writes its own journal, and compaction
     only removes journals of processes that are gone. A miss is not re-checked on disk
     (one machine's workers share one process in the default path).
+
+    Group commit: an append returns only once its line is fsync'd, but the lines workers
+    append while an fsync is under way go to disk together in the next one. A stage's
+    workers finish their calls at nearly the same moment (same latency), and one fsync
+    each in turn (~6 ms on a small VM) kept the last of 8 waiting ~50 ms per wave.
     """
 
     def __init__(self, root: Location):
@@ -154,6 +168,9 @@ class JournalStore:
         self.where = self._table.url
         self._journal = self.root / f"{_JOURNAL_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
         self._lock = threading.Lock()  # one writer of our journal at a time
+        self._batching = threading.Condition()  # guards the two fields below
+        self._open: _Batch | None = None  # lines waiting for the next write
+        self._writing = False
 
     def _journals(self) -> list[Path]:
         return sorted(self.root.glob(f"{_JOURNAL_PREFIX}*{_JOURNAL_SUFFIX}"))
@@ -171,16 +188,44 @@ class JournalStore:
 
     def append(self, record: CallRecord) -> CallRecord:
         line = record.encode().decode("utf-8") + "\n"
-        with self._lock:
-            try:
-                # Opened per call (no handle outlives the write), appended, fsync'd.
-                with open(self._journal, "a", encoding="utf-8") as journal:
-                    journal.write(line)
-                    journal.flush()
-                    os.fsync(journal.fileno())
-            except OSError as exc:
-                raise LedgerError(f"{self._journal}: cannot append call ({exc})") from exc
+        with self._batching:
+            if self._open is None:
+                self._open = _Batch([])
+            batch = self._open
+            batch.lines.append(line)
+            while not batch.done:
+                if self._writing:  # ours is in that write, or waits for the next one
+                    self._batching.wait()
+                    continue
+                assert self._open is batch  # neither written nor being written: open
+                self._write(batch)  # ours, and every line queued with it
+        if batch.error is not None:
+            raise LedgerError(
+                f"{self._journal}: cannot append call ({batch.error})"
+            ) from batch.error
         return record
+
+    def _write(self, batch: _Batch) -> None:
+        """Write and fsync the open batch; called holding `_batching`, which it releases
+        during the I/O so other workers can queue their lines meanwhile. A failure is
+        every line's failure: each appender of the batch raises it."""
+        self._open, self._writing = None, True
+        self._batching.release()
+        error: BaseException | None = None
+        try:
+            # Opened per write (no handle outlives it), appended, fsync'd.
+            with self._lock, open(self._journal, "a", encoding="utf-8") as journal:
+                journal.write("".join(batch.lines))
+                journal.flush()
+                os.fsync(journal.fileno())
+        except BaseException as exc:
+            error = exc
+            if not isinstance(exc, Exception):
+                raise  # an interrupt: the others of the batch see a failed append
+        finally:
+            self._batching.acquire()
+            batch.done, batch.error, self._writing = True, error, False
+            self._batching.notify_all()
 
     def compact(self, known: dict[str, CallRecord]) -> dict[str, CallRecord]:
         with _file_lock(self.root / "ledger.lock"), self._lock:

@@ -589,7 +589,7 @@ def judge_stage(
         return row
 
     outcome = run_bounded(
-        list(range(len(jobs))),
+        _distinct_first(jobs, ans),
         lambda i: grade(jobs[i]),
         concurrency=config.concurrency,
         spend=cal.spend,
@@ -611,6 +611,28 @@ def judge_stage(
     if outcome.stopped_by_spend:
         raise spend_stop(cal, "judging", len(outcome.skipped))
     return rows
+
+
+def _distinct_first(
+    jobs: list[tuple[str, int, PairCell]], answers: dict[tuple[str, str, int, int], AnswerRow]
+) -> list[int]:
+    """Job indices, each pair of answer texts' first job before any repeat of that pair.
+
+    Pairs with the same two answers ask the judge the same question (e.g. an arm that
+    left a prompt unchanged was answered by the control's very call). Scheduled side by
+    side, the second holds a worker while it waits for the first's call (a quarter of
+    the judge stage's slots in the bench); scheduled after, it is a ledger hit."""
+    seen: set[tuple[object, ...]] = set()
+    first: list[int] = []
+    repeats: list[int] = []
+    for index, (judge_name, judge_pass, pair) in enumerate(jobs):
+        clear = answers.get((pair.task_id, CLEAR, pair.replicate, BASELINE_SAMPLE))
+        second = answers.get((pair.task_id, pair.arm, pair.replicate, SECOND_SAMPLE))
+        texts = tuple(row["text"] if row else None for row in (clear, second))
+        calls = (judge_name, judge_pass, pair.task_id, *texts)
+        (repeats if calls in seen else first).append(index)
+        seen.add(calls)
+    return first + repeats
 
 
 def _answer_problem(what: str, row: AnswerRow | None) -> str | None:

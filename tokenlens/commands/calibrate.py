@@ -195,39 +195,44 @@ def run_calibration(
 
     The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
     run itself is not failed for it."""
-    # Prefect, pandas and the flow load only when a calibration runs: `--help` and
-    # `--dry-run` stay fast.
-    from flows.calibrate import calibrate, flow_parameters
-    from tokenlens.calibration.prefect_server import mark_orphans_crashed, prefect_api
-    from tokenlens.calibration.session import offline_defaults
-    from tokenlens.errors import SpendLimitReached
-    from tokenlens.policy import atomic_write_text
-    from tokenlens.storage import location
+    from tokenlens.calibration.prefect_server import PrefectApi
 
-    for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    if resume is None:
-        config, notes = offline_defaults(config)
-        if notes:
-            print(
-                "Offline default run (the embedded model takes seconds per answer): "
-                + "; ".join(notes)
-                + ".",
-                file=sys.stderr,
-            )
-    params = flow_parameters(
-        config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
-    )
-    try:
-        with prefect_api():
-            for flow_run_id in mark_orphans_crashed(str(config.store)):
+    # The temporary Prefect server (when no API is configured) boots in its own process
+    # while this one loads Prefect, pandas and the flow (only now: `--help` and
+    # `--dry-run` stay fast).
+    with PrefectApi() as api:
+        from flows.calibrate import calibrate, flow_parameters
+        from tokenlens.calibration.prefect_server import mark_orphans_crashed
+        from tokenlens.calibration.session import offline_defaults
+        from tokenlens.errors import SpendLimitReached
+        from tokenlens.policy import atomic_write_text
+        from tokenlens.storage import location
+
+        for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        if resume is None:
+            config, notes = offline_defaults(config)
+            if notes:
                 print(
-                    f"flow run {flow_run_id} marked Crashed: its process is gone", file=sys.stderr
+                    "Offline default run (the embedded model takes seconds per answer): "
+                    + "; ".join(notes)
+                    + ".",
+                    file=sys.stderr,
                 )
-            result = calibrate(**params)
-    except SpendLimitReached as exc:
-        print(f"tokenlens: {exc}", file=sys.stderr)
-        return exc.exit_code
+        params = flow_parameters(
+            config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
+        )
+        try:
+            with api.connected():
+                for flow_run_id in mark_orphans_crashed(str(config.store)):
+                    print(
+                        f"flow run {flow_run_id} marked Crashed: its process is gone",
+                        file=sys.stderr,
+                    )
+                result = calibrate(**params)
+        except SpendLimitReached as exc:
+            print(f"tokenlens: {exc}", file=sys.stderr)
+            return exc.exit_code
     print()
     for line in result.policy_lines:
         print(line)

@@ -77,10 +77,11 @@ def _predict(
     bundle: ClassifierBundle | None = None
     matrix: Confusion
     try:
-        from tokenlens.classifier.fit import calibration_confusion, fit_bundle
-
         if len(tasks) < 10 or min(pd.Series([t.task_class for t in tasks]).value_counts()) < 3:
             raise ValueError("too few tasks per class to fit and cross-validate a classifier")
+        # Only now: scikit-learn costs ~1.4 s to import, for nothing on a small run.
+        from tokenlens.classifier.fit import calibration_confusion, fit_bundle
+
         bundle = fit_bundle(tasks)
         matrix = calibration_confusion(tasks, bundle)
         how = "classifier (cross-validated)"

@@ -12,6 +12,10 @@ nothing early (only overwhelming evidence stops a round early) and keeps nearly 
 The looks' statistics are nested (each adds tasks or repeats to the last), so they are
 correlated as corr(Z_i, Z_j) = sqrt(t_i / t_j); the boundaries use that joint normal law
 (scipy's multivariate normal), not a Bonferroni split.
+
+The normal law comes from `scipy.special` (what `scipy.stats.norm` computes), and
+`scipy.stats` / `scipy.optimize` load only when boundaries are computed: this module is
+imported by every calibration's flow, sequential or not.
 """
 
 from __future__ import annotations
@@ -20,8 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import optimize
-from scipy.stats import multivariate_normal, norm
+from scipy.special import ndtr, ndtri
 
 #: A boundary that spends nothing (z this high is never crossed in practice).
 NEVER = 8.0
@@ -41,8 +44,8 @@ def obrien_fleming_spent(t: float, alpha: float) -> float:
     """Cumulative one-sided error spent by information fraction t (Lan-DeMets OBF type)."""
     if t <= 0:
         return 0.0
-    z = norm.ppf(1 - alpha / 2)
-    return float(min(alpha, 2 * (1 - norm.cdf(z / math.sqrt(min(t, 1.0))))))
+    z = ndtri(1 - alpha / 2)
+    return float(min(alpha, 2 * (1 - ndtr(z / math.sqrt(min(t, 1.0))))))
 
 
 def _below_all(bounds: Sequence[float], corr: np.ndarray) -> float:
@@ -50,7 +53,9 @@ def _below_all(bounds: Sequence[float], corr: np.ndarray) -> float:
     if not bounds:
         return 1.0
     if len(bounds) == 1:
-        return float(norm.cdf(bounds[0]))
+        return float(ndtr(bounds[0]))
+    from scipy.stats import multivariate_normal
+
     return float(multivariate_normal(mean=np.zeros(len(bounds)), cov=corr).cdf(np.array(bounds)))
 
 
@@ -62,6 +67,8 @@ def nominal_alphas(
     The last fraction is the final look (normally 1.0). Returns 1 - Phi(boundary_k).
     `spent` is the spending function (default: the power family, rho 1.5).
     """
+    from scipy import optimize
+
     spent = spent or power_spent
     t = np.asarray(fractions, dtype=float)
     if t.size == 0:
@@ -90,4 +97,4 @@ def nominal_alphas(
             bounds.append(NEVER)
             continue
         bounds.append(float(optimize.brentq(excess, -NEVER, NEVER, xtol=1e-6)))
-    return [float(1 - norm.cdf(b)) for b in bounds]
+    return [float(1 - ndtr(b)) for b in bounds]

@@ -1,6 +1,6 @@
 """The Anthropic backend: the real product path, through the official `anthropic` SDK.
 
-This is the only module that imports `anthropic` (lazily, when a client is built), and the
+This is the only module that imports `anthropic` (lazily, at its first call), and the
 one place its exceptions become `tokenlens.errors.ModelCallError`.
 
 Choices, and why:
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -185,8 +186,6 @@ class AnthropicClient:
         stream: bool = False,
         send_temperature: bool = True,
     ) -> None:
-        import anthropic
-
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise ModelCallError(
@@ -202,12 +201,31 @@ class AnthropicClient:
         self.stream = stream
         self.send_temperature = send_temperature
         self.retry = retry or RetryPolicy()
-        self._sdk = anthropic.Anthropic(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s
-        )
+        self._key = key
+        self._timeout_s = timeout_s
+        self._sdk_client: anthropic.Anthropic | None = None
+        self._sdk_lock = threading.Lock()
+
+    @property
+    def _sdk(self) -> anthropic.Anthropic:
+        """The SDK client, built on first use: importing `anthropic` costs 2-4 s, which a
+        rerun answered entirely from the ledger never needs to pay."""
+        with self._sdk_lock:
+            if self._sdk_client is None:
+                import anthropic
+
+                self._sdk_client = anthropic.Anthropic(
+                    api_key=self._key,
+                    base_url=self.base_url,
+                    max_retries=0,
+                    timeout=self._timeout_s,
+                )
+            return self._sdk_client
 
     def close(self) -> None:
-        self._sdk.close()
+        with self._sdk_lock:
+            if self._sdk_client is not None:
+                self._sdk_client.close()
 
     # --- ModelClient ----------------------------------------------------------------
 
