@@ -39,6 +39,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from tokenlens.calibration.prefect_server import stop_server, wait_for_server
+
 REPO = Path(__file__).resolve().parents[1]
 #: What the calibration measures: small, but every artifact has real content, and the
 #: ladder has rate-taking arms (`prune@0.6`, `prune@0.4`) whose names a markdown renderer
@@ -81,8 +83,6 @@ def quiet_prefect_env(home: Path) -> None:
 
 def start_server(root: Path, timeout_s: float) -> tuple[subprocess.Popen[bytes], str]:
     """`prefect server start` with its UI on a free loopback port; returns it and its URL."""
-    import httpx
-
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     prefect = Path(sys.executable).with_name("prefect")
@@ -98,27 +98,8 @@ def start_server(root: Path, timeout_s: float) -> tuple[subprocess.Popen[bytes],
         env=env,
         start_new_session=True,
     )
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"prefect server exited ({process.returncode}); see {log.name}")
-        try:
-            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_server(process)
-    raise RuntimeError(f"prefect server did not answer within {timeout_s:.0f} s")
-
-
-def stop_server(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    wait_for_server(process, f"{url}/api", timeout_s)  # stops it and raises on failure
+    return process, url
 
 
 def run_calibrations(root: Path, runs: int) -> str:
@@ -137,8 +118,8 @@ def run_calibrations(root: Path, runs: int) -> str:
         repeats=2,
         judge="metric",
         max_tokens=1024,
-        store=root / "store",
-        reports=root / "reports",
+        store=str(root / "store"),
+        reports=str(root / "reports"),
     )
     flow_run_id = ""
     with FakeAnthropic(seed=3) as server:
@@ -147,7 +128,7 @@ def run_calibrations(root: Path, runs: int) -> str:
         for index in range(runs):
             started = time.perf_counter()
             params = flow_parameters(config, fail_on_unresolved=False, fresh_sample=index > 0)
-            state = calibrate(**params, return_state=True)  # type: ignore[call-overload]
+            state = calibrate(**params, return_state=True)
             flow_run_id = str(state.state_details.flow_run_id)
             print(
                 f"flow run {index + 1}/{runs}: {flow_run_id} {state.name} "
@@ -170,7 +151,7 @@ def read_artifacts(flow_run_id: str) -> list[Any]:
             )
         )
     latest: dict[str, Any] = {}
-    for artifact in sorted(found, key=lambda a: a.created):
+    for artifact in sorted(found, key=lambda a: str(a.created)):
         latest[artifact.key or str(artifact.id)] = artifact
     return list(latest.values())
 
