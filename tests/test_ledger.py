@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +16,12 @@ from tokenlens.ledger import Ledger, LedgerClient, SpendMeter, call_key
 from tokenlens.models.base import Completion, CompletionRequest, Message, Usage
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.tables import CALLS
+
+
+def in_parallel(work: Callable[[int], None], n: int) -> None:
+    """Run work(0..n-1) on n threads at once and wait for all of them."""
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        list(pool.map(work, range(n)))
 
 
 def request(
@@ -220,11 +228,7 @@ def test_concurrent_puts_share_fsyncs_and_each_returns_only_once_synced(
         if f"k{i}" not in synced:
             unsynced.append(f"k{i}")
 
-    threads = [threading.Thread(target=put, args=(i,)) for i in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_parallel(put, 16)
     assert unsynced == []  # no put returned before its line was fsync'd
     assert fsyncs < 16  # lines queued during an fsync went to disk together
     assert len(Ledger(tmp_path)) == 16
@@ -255,10 +259,6 @@ def test_a_failed_journal_write_fails_every_put_of_its_batch(
         except LedgerError as exc:
             failures.append(exc)
 
-    threads = [threading.Thread(target=put, args=(i,)) for i in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_parallel(put, 6)
     assert len(failures) == 6 and all("Input/output error" in str(e) for e in failures)
     assert len(ledger) == 0  # nothing unsynced is served as paid
