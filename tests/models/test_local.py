@@ -19,12 +19,11 @@ from tokenlens.models.base import Completion, CompletionRequest, Message
 from tokenlens.models.local import (
     GRAMMAR_MAX_STRING,
     LocalClient,
-    PromptStateCache,
     default_model_path,
     grammar_schema,
     resolve_model_path,
 )
-from tokenlens.models.local import _PromptState as PromptState
+from tokenlens.models.prompt_cache import PromptState, PromptStateCache
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.tasks import CalibrationTask
 

@@ -11,7 +11,8 @@ API. A model is loaded once per process per path and shared; a lock serialises g
 on it (llama.cpp contexts are not thread-safe).
 
 Calibration asks the SAME prompt many times with different seeds, and prompt evaluation
-dominates on a small CPU, so an exact-prompt cache (`PromptStateCache`, LRU bounded by
+dominates on a small CPU, so an exact-prompt cache (`PromptStateCache` in
+`tokenlens.models.prompt_cache`, LRU bounded by
 bytes, one per loaded model, keyed by the chat messages) keeps the context saved right
 after a prompt's evaluation (`Llama.save_state`). A repeated prompt is `load_state`-d and
 `create_chat_completion` reuses it: llama-cpp-python's prefix matching finds the whole
@@ -50,14 +51,14 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.models.prompt_cache import PromptState, PromptStateCache
 from tokenlens.models.retry import (
     InvalidOutputError,
     RetryPolicy,
@@ -65,9 +66,6 @@ from tokenlens.models.retry import (
     call_with_retries,
 )
 from tokenlens.models.structured import parse_structured
-
-if TYPE_CHECKING:
-    from llama_cpp.llama import LlamaState
 
 __all__ = [
     "ANSWER_REPEAT_PENALTY",
@@ -175,60 +173,6 @@ def default_threads() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(4, cores // 2))
-
-
-@dataclass(frozen=True)
-class _PromptState:
-    """A context saved right after evaluating one prompt, and what keeping it costs."""
-
-    state: LlamaState
-    nbytes: int
-
-    @classmethod
-    def save(cls, llm: Any) -> _PromptState:
-        state = llm.save_state()
-        nbytes = state.llama_state_size + state.scores.nbytes + state.input_ids.nbytes
-        return cls(state, int(nbytes))
-
-
-class PromptStateCache:
-    """Evaluated prompts keyed by their exact chat messages; least recently used goes first.
-
-    Not thread-safe on its own: it is used under the model's generation lock.
-    """
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[str, _PromptState] = OrderedDict()
-        self.nbytes = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> _PromptState | None:
-        state = self._entries.get(key)
-        if state is not None:
-            self._entries.move_to_end(key)
-        return state
-
-    def put(self, key: str, state: _PromptState, max_bytes: int) -> None:
-        """Store `state`, evicting the oldest entries to stay within `max_bytes`."""
-        self.discard(key)
-        if state.nbytes > max_bytes:
-            return
-        while self._entries and self.nbytes + state.nbytes > max_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self.nbytes -= evicted.nbytes
-        self._entries[key] = state
-        self.nbytes += state.nbytes
-
-    def discard(self, key: str) -> None:
-        state = self._entries.pop(key, None)
-        if state is not None:
-            self.nbytes -= state.nbytes
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.nbytes = 0
 
 
 @dataclass
@@ -396,7 +340,7 @@ class LocalClient:
                 return
         llm.reset()
         llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0, seed=0)
-        fresh = _PromptState.save(llm)
+        fresh = PromptState.save(llm)
         llm.load_state(fresh.state)
         if self.prompt_cache_bytes:
             loaded.cache.put(key, fresh, self.prompt_cache_bytes)
