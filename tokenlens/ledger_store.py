@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tokenlens.errors import TokenLensError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.processes import process_alive
 from tokenlens.storage import Location, StorageError, unique_name
 
 if TYPE_CHECKING:
@@ -253,15 +254,7 @@ def _owner_alive(journal: Path) -> bool:
         pid = int(journal.name.split("-")[1])
     except (IndexError, ValueError):
         return False
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid != os.getpid() and process_alive(pid)
 
 
 @contextlib.contextmanager

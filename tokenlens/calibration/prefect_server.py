@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from tokenlens.processes import process_alive
+
 #: The kernel's prctl option that signals a child when its parent dies (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
 
@@ -168,17 +170,6 @@ def _flush_api_logs() -> None:
 
     with contextlib.suppress(Exception):  # a log that cannot be sent must not fail the run
         APILogHandler().flush()
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def mark_orphans_crashed(store: str) -> list[str]:

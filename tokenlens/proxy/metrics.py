@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 
 from tokenlens.policy import Policy
+from tokenlens.processes import process_alive
 from tokenlens.proxy.observe import UNCLASSIFIED, Observation
 from tokenlens.proxy.stats import ProxyStats
 
@@ -329,15 +330,5 @@ def reap_dead_workers(folder: str) -> None:
     """
     for path in Path(folder).glob("gauge_live*_*.db"):
         pid_text = path.stem.rpartition("_")[2]
-        if pid_text.isdigit() and not _alive(int(pid_text)):
+        if pid_text.isdigit() and not process_alive(int(pid_text)):
             multiprocess.mark_process_dead(int(pid_text), folder)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
