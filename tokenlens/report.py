@@ -39,11 +39,14 @@ _RULE_WORDS = {
 
 @dataclass(frozen=True)
 class ReportPaths:
-    """Where the report went: local files or objects of a store URL (`tokenlens.storage`)."""
+    """Where the report went (local files or objects of a store URL, `tokenlens.storage`),
+    and the markdown and plot written there, so a caller need not read them back."""
 
     markdown: Location
     html: Location
     plot: Location
+    markdown_text: str
+    png: bytes
 
 
 def _arm_text(entry: PolicyEntry) -> str:
@@ -327,19 +330,18 @@ def write_report(
     """
     out = location(folder)
     png = plot_curve(curve, policy)
-    paths = ReportPaths(
-        out.child(f"{name}.md"), out.child(f"{name}.html"), out.child(f"{name}.png")
-    )
-    paths.plot.write_bytes(png)
+    plot = out.child(f"{name}.png")
+    plot.write_bytes(png)
     markdown = render_markdown(
         policy,
         curve,
-        plot_name=paths.plot.name,
+        plot_name=plot.name,
         agreement=agreement,
         local_model=local_model,
         unavailable=unavailable,
         applied=applied,
     )
+    paths = ReportPaths(out.child(f"{name}.md"), out.child(f"{name}.html"), plot, markdown, png)
     paths.markdown.write_text(markdown)
     page = render_html(
         policy,

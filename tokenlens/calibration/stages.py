@@ -728,9 +728,11 @@ class Published:
     policy_path: str
     report_path: str
     exit_code: int
-    #: The run's report as markdown and its plot (PNG), for the Prefect artifacts.
-    markdown_path: Location | None = None
-    plot_path: Location | None = None
+    #: The run's report as markdown, its plot (PNG) and the name the markdown links it by,
+    #: for the Prefect artifacts (as written: not read back from the store).
+    markdown: str | None = None
+    plot_png: bytes = b""
+    plot_name: str = ""
     unresolved: tuple[str, ...] = ()
 
 
@@ -807,7 +809,8 @@ def publish_stage(
         run_policy.url,
         paths.html.url,
         exit_code(policy, requested),
-        markdown_path=paths.markdown,
-        plot_path=paths.plot,
+        markdown=paths.markdown_text,
+        plot_png=paths.png,
+        plot_name=paths.plot.name,
         unresolved=tuple(unresolved_classes(policy, requested)),
     )

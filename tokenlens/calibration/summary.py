@@ -95,18 +95,12 @@ def report_artifact(published: Published, *, tables_dir: str) -> str:
     where = f"{where_markdown('report', published.report_path)}, " + where_markdown(
         "tables", tables_dir
     )
-    if published.markdown_path is None:
+    if published.markdown is None:
         return f"Report written: {where}."
-    text = published.markdown_path.read_text()
-    plot = published.plot_path
-    if plot is not None:
-        try:
-            png = plot.read_bytes()
-        except FileNotFoundError:
-            png = b""
-        if png:
-            uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-            text = text.replace(f"]({plot.name})", f"]({uri})")
+    text = published.markdown
+    if published.plot_png:
+        uri = "data:image/png;base64," + base64.b64encode(published.plot_png).decode("ascii")
+        text = text.replace(f"]({published.plot_name})", f"]({uri})")
     return text + f"\n\n---\n\nStored: {where}.\n"
 
 
