@@ -83,6 +83,93 @@ def test_only_the_cli_reaches_into_flows() -> None:
     assert reaching == []
 
 
+def test_only_the_cli_imports_the_commands() -> None:
+    """`commands/` is the top of the house: a module below that needs something of a command
+    (e.g. the proxy's workers once needed `serve`'s argument handling) owns it instead."""
+    reaching = [
+        f"{module} imports {name}"
+        for module, path in {**_modules(), **_flow_modules()}.items()
+        if not _matches(module, "tokenlens.commands") and module != "tokenlens.cli"
+        for name in sorted(imports_of(path))
+        if _matches(name, "tokenlens.commands")
+    ]
+    assert not reaching, "\n".join(reaching)
+
+
+def _flow_modules() -> dict[str, Path]:
+    return {
+        ".".join(path.relative_to(REPO).with_suffix("").parts): path
+        for path in sorted((REPO / "flows").rglob("*.py"))
+    }
+
+
+def module_edges(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that `path` imports. `from package import submodule` is an
+    edge to the submodule, not to the package's `__init__` (which Python runs first anyway,
+    and which may itself import that submodule: no cycle)."""
+    edges: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                edges.add(sub if sub in known else node.module)
+        elif isinstance(node, ast.Import):
+            edges.update(alias.name for alias in node.names)
+    return edges & known
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycles between modules, lazy and TYPE_CHECKING imports included: a cycle
+    means two modules share one job, or one reaches back up for what it should own."""
+    modules = {**_modules(), **_flow_modules()}
+    known = set(modules)
+    graph = {name: module_edges(path, known) - {name} for name, path in modules.items()}
+    cycles = import_cycles(graph)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from pkg import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    import pkg.a\n")
+    (tmp_path / "c.py").write_text("from pkg.a import thing\n")
+    known = {"pkg", "pkg.a", "pkg.b", "pkg.c"}
+    graph = {f"pkg.{n}": module_edges(tmp_path / f"{n}.py", known) for n in "abc"}
+    assert graph["pkg.a"] == {"pkg.b"}
+    assert import_cycles(graph) == [["pkg.a", "pkg.b"]]
+
+
 def test_the_checker_sees_a_function_level_import(tmp_path: Path) -> None:
     source = tmp_path / "lazy.py"
     source.write_text("def f():\n    from tokenlens.proxy import app\n    return app\n")

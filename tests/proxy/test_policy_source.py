@@ -29,11 +29,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tokenlens.cli import build_parser
-from tokenlens.commands.serve import build_settings
 from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.policy import write_policy
 from tokenlens.proxy.policy_store import PolicyStore
-from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.settings import ProxySettings, settings_from_args
 from tokenlens.testing import FakeAnthropic
 
 from .conftest import (
@@ -221,7 +220,7 @@ def test_policy_from_http_uses_etags(
 
 
 def _settings(*argv: str) -> ProxySettings:
-    return build_settings(build_parser().parse_args(["serve", *argv]))
+    return settings_from_args(build_parser().parse_args(["serve", *argv]))
 
 
 def test_serve_reads_policy_urls_paths_and_the_new_flags(tmp_path: Path) -> None:

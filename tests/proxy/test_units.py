@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenlens.commands.serve import build_settings, register
+from tokenlens.commands.serve import register
 from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.policy import Policy, write_policy
 from tokenlens.proxy import relay
 from tokenlens.proxy.policy_store import PolicyStore
+from tokenlens.proxy.settings import settings_from_args
 from tokenlens.proxy.stats import ProxyStats, pair_retention, percentile
 
 from .conftest import entry, make_policy, standard_policy
@@ -180,11 +181,11 @@ def test_serve_flags_for_upstream_timeouts_and_client_limits() -> None:
     register(parser.add_subparsers())
     flags = ["--upstream-timeout", "30", "--connect-timeout", "2", "--max-header-count", "20"]
     flags += ["--max-header-bytes", "8192", "--header-timeout", "3", "--keep-alive-timeout", "7"]
-    settings = build_settings(parser.parse_args(["serve", *flags]))
+    settings = settings_from_args(parser.parse_args(["serve", *flags]))
     assert (settings.upstream_timeout_s, settings.connect_timeout_s) == (30.0, 2.0)
     assert (settings.max_header_count, settings.max_header_bytes) == (20, 8192)
     assert (settings.header_timeout_s, settings.keepalive_timeout_s) == (3.0, 7)
     with pytest.raises(TokenLensError, match="upstream_timeout_s must be > 0"):
-        build_settings(parser.parse_args(["serve", "--upstream-timeout", "0"]))
+        settings_from_args(parser.parse_args(["serve", "--upstream-timeout", "0"]))
     with pytest.raises(TokenLensError, match="max_header_count must be >= 1"):
-        build_settings(parser.parse_args(["serve", "--max-header-count", "0"]))
+        settings_from_args(parser.parse_args(["serve", "--max-header-count", "0"]))

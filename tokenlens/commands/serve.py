@@ -13,14 +13,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenlens.errors import TokenLensError
-
 if TYPE_CHECKING:
     from tokenlens.proxy.settings import ProxySettings
 
 log = logging.getLogger("tokenlens.proxy")
-#: Remote policies are checked less often than a local file (each check is a request).
-URL_RELOAD_INTERVAL_S = 30.0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -104,7 +100,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         help=f"seconds between policy checks (default {defaults.DEFAULT_RELOAD_INTERVAL_S:g} "
-        f"for a file, {URL_RELOAD_INTERVAL_S:g} for a URL)",
+        f"for a file, {defaults.URL_RELOAD_INTERVAL_S:g} for a URL)",
     )
     # --- observability and fleet -----------------------------------------------------------
     parser.add_argument(
@@ -184,90 +180,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=run)
 
 
-def build_settings(args: argparse.Namespace) -> ProxySettings:
-    """ProxySettings from parsed arguments; TokenLensError with a clear message if wrong."""
-    from tokenlens.compress.arms import Arm
-    from tokenlens.proxy.settings import (
-        DEFAULT_RELOAD_INTERVAL_S,
-        POLICY_URL_SCHEMES,
-        ProxySettings,
-        is_loopback,
-    )
-
-    override: Arm | None = None
-    if args.compress is not None:
-        try:
-            override = (
-                Arm(args.compress, args.rate)
-                if "@" not in args.compress
-                else Arm.parse(args.compress)
-            )
-        except ValueError as exc:
-            raise TokenLensError(f"--compress: {exc}") from exc
-    elif args.rate is not None:
-        raise TokenLensError("--rate needs --compress ARM")
-    if args.capture is None and args.capture_redact is not None:
-        raise TokenLensError("--capture-redact needs --capture STORE")
-    if not is_loopback(args.host) and not args.allow_remote:
-        raise TokenLensError(
-            f"--host {args.host} is not a loopback address; the proxy and its dashboard have "
-            "no authentication. Pass --allow-remote to bind it anyway."
-        )
-    policy: str | None = args.policy
-    is_url = policy is not None and policy.startswith(POLICY_URL_SCHEMES)
-    reload_interval = args.reload_interval
-    if reload_interval is None:
-        reload_interval = URL_RELOAD_INTERVAL_S if is_url else DEFAULT_RELOAD_INTERVAL_S
-    if reload_interval <= 0:
-        raise TokenLensError(f"--reload-interval must be > 0, got {reload_interval}")
-    if args.access_log not in (None, "-") and not Path(args.access_log).parent.is_dir():
-        raise TokenLensError(
-            f"--access-log {args.access_log}: folder {Path(args.access_log).parent} does not exist"
-        )
-    try:
-        return ProxySettings(
-            upstream=args.upstream,
-            policy_path=Path(policy) if policy is not None and not is_url else None,
-            policy_url=policy if is_url else None,
-            access_log=args.access_log,
-            workers=args.workers,
-            allow_provisional=args.allow_provisional,
-            override_arm=override,
-            measure=args.measure,
-            judge=args.judge,
-            judge_sample=args.judge_sample,
-            judge_model=args.judge_model,
-            max_body_bytes=args.max_body_bytes,
-            compress_budget_ms=args.compress_budget_ms,
-            reload_interval_s=reload_interval,
-            upstream_timeout_s=args.upstream_timeout,
-            connect_timeout_s=args.connect_timeout,
-            max_header_count=args.max_header_count,
-            max_header_bytes=args.max_header_bytes,
-            header_timeout_s=args.header_timeout,
-            keepalive_timeout_s=args.keep_alive_timeout,
-            host=args.host,
-            port=args.port,
-            allow_remote=args.allow_remote,
-            capture_store=args.capture,
-            capture_sample=args.capture_sample,
-            # a Path again: `--workers` hands the arguments to each worker as JSON strings
-            capture_redact=Path(args.capture_redact) if args.capture_redact else None,
-        )
-    except ValueError as exc:
-        raise TokenLensError(f"tokenlens serve: {exc}") from exc
-
-
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
     from tokenlens.proxy.server import ProxyServerConfig
-    from tokenlens.proxy.settings import is_loopback
+    from tokenlens.proxy.settings import is_loopback, settings_from_args
     from tokenlens.proxy.upstream import outbound_proxy
 
-    settings = build_settings(args)
+    settings = settings_from_args(args)
     # httpx logs every URL at INFO and the SDK whole requests at DEBUG, even under -v:
     # the proxy logs its own lines, which carry no prompt, key, path or query.
     quiet_libraries()

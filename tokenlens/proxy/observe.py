@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from tokenlens.pricing import price_for
 
 if TYPE_CHECKING:
     from tokenlens.proxy.accesslog import AccessLog
-    from tokenlens.proxy.metrics import ProxyMetrics
 
 Outcome = Literal["applied", "pass_through", "fail_open", "upstream_error", "proxy_error"]
 #: Label value for requests that were never classified (other routes, unparsable bodies).
@@ -94,10 +93,17 @@ class Observation:
         }
 
 
+class MetricsSink(Protocol):
+    """What the observer needs of the metrics (`proxy.metrics.ProxyMetrics`). A protocol, so
+    this module, which the metrics read, does not import them back."""
+
+    def observe(self, obs: Observation) -> None: ...
+
+
 class Observer:
     """Hands finished observations to the metrics and, when on, the access log."""
 
-    def __init__(self, metrics: ProxyMetrics, access_log: AccessLog | None = None) -> None:
+    def __init__(self, metrics: MetricsSink, access_log: AccessLog | None = None) -> None:
         self.metrics = metrics
         self.access_log = access_log
 

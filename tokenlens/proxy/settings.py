@@ -1,4 +1,5 @@
-"""The proxy's settings as one frozen object, built by `tokenlens serve` or by tests.
+"""The proxy's settings as one frozen object, built from `tokenlens serve`'s arguments
+(`settings_from_args`, here so the proxy's workers need nothing from `commands/`) or by tests.
 
 Why one object: the app factory, the relay and the dashboard all read the same values, and
 the dashboard can show exactly what is in force without re-parsing the command line.
@@ -6,11 +7,13 @@ the dashboard can show exactly what is in force without re-parsing the command l
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenlens.compress.arms import Arm
+from tokenlens.errors import TokenLensError
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 DEFAULT_HOST = "127.0.0.1"
@@ -26,6 +29,8 @@ DEFAULT_JUDGE_WINDOW = 20
 DEFAULT_JUDGE_MIN_PAIRS = 5
 #: How often the policy file is checked for a change (a stat call; cheap).
 DEFAULT_RELOAD_INTERVAL_S = 1.0
+#: Remote policies are checked less often than a local file (each check is a request).
+URL_RELOAD_INTERVAL_S = 30.0
 #: The longest wait for the upstream's next bytes (its answer's head, then each piece of
 #: the body). Generous: a long non-streaming Messages call may take minutes before the
 #: first byte; the SDK itself waits 10 minutes.
@@ -138,3 +143,70 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def settings_from_args(args: argparse.Namespace) -> ProxySettings:
+    """ProxySettings from parsed `tokenlens serve` arguments (in `serve`, and again in each
+    `--workers` process); TokenLensError with a clear message if wrong."""
+    override: Arm | None = None
+    if args.compress is not None:
+        try:
+            override = (
+                Arm(args.compress, args.rate)
+                if "@" not in args.compress
+                else Arm.parse(args.compress)
+            )
+        except ValueError as exc:
+            raise TokenLensError(f"--compress: {exc}") from exc
+    elif args.rate is not None:
+        raise TokenLensError("--rate needs --compress ARM")
+    if args.capture is None and args.capture_redact is not None:
+        raise TokenLensError("--capture-redact needs --capture STORE")
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise TokenLensError(
+            f"--host {args.host} is not a loopback address; the proxy and its dashboard have "
+            "no authentication. Pass --allow-remote to bind it anyway."
+        )
+    policy: str | None = args.policy
+    is_url = policy is not None and policy.startswith(POLICY_URL_SCHEMES)
+    reload_interval = args.reload_interval
+    if reload_interval is None:
+        reload_interval = URL_RELOAD_INTERVAL_S if is_url else DEFAULT_RELOAD_INTERVAL_S
+    if reload_interval <= 0:
+        raise TokenLensError(f"--reload-interval must be > 0, got {reload_interval}")
+    if args.access_log not in (None, "-") and not Path(args.access_log).parent.is_dir():
+        raise TokenLensError(
+            f"--access-log {args.access_log}: folder {Path(args.access_log).parent} does not exist"
+        )
+    try:
+        return ProxySettings(
+            upstream=args.upstream,
+            policy_path=Path(policy) if policy is not None and not is_url else None,
+            policy_url=policy if is_url else None,
+            access_log=args.access_log,
+            workers=args.workers,
+            allow_provisional=args.allow_provisional,
+            override_arm=override,
+            measure=args.measure,
+            judge=args.judge,
+            judge_sample=args.judge_sample,
+            judge_model=args.judge_model,
+            max_body_bytes=args.max_body_bytes,
+            compress_budget_ms=args.compress_budget_ms,
+            reload_interval_s=reload_interval,
+            upstream_timeout_s=args.upstream_timeout,
+            connect_timeout_s=args.connect_timeout,
+            max_header_count=args.max_header_count,
+            max_header_bytes=args.max_header_bytes,
+            header_timeout_s=args.header_timeout,
+            keepalive_timeout_s=args.keep_alive_timeout,
+            host=args.host,
+            port=args.port,
+            allow_remote=args.allow_remote,
+            capture_store=args.capture,
+            capture_sample=args.capture_sample,
+            # a Path again: `--workers` hands the arguments to each worker as JSON strings
+            capture_redact=Path(args.capture_redact) if args.capture_redact else None,
+        )
+    except ValueError as exc:
+        raise TokenLensError(f"tokenlens serve: {exc}") from exc

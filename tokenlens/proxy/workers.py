@@ -68,12 +68,12 @@ def run_workers(args: argparse.Namespace, settings: ProxySettings) -> int:
 def app_from_env() -> Any:
     """The app of one worker process (uvicorn calls this in each spawned worker)."""
     from tokenlens.cli import configure_logging
-    from tokenlens.commands.serve import build_settings
     from tokenlens.proxy.app import create_app
+    from tokenlens.proxy.settings import settings_from_args
 
     handed = json.loads(os.environ[ARGS_ENV])
     configure_logging(verbose=bool(handed.get("verbose")))
-    settings = build_settings(argparse.Namespace(**handed))
+    settings = settings_from_args(argparse.Namespace(**handed))
     app = create_app(settings)
     gc.collect()  # as in `serve`: long-lived objects leave the cyclic collector's scans
     gc.freeze()
