@@ -27,7 +27,7 @@ KNOWN_CLASSES: tuple[str, ...] = (
     "chat-history",
 )
 
-#: The bundled starter set (not a benchmark: see README).
+#: The bundled starter set (not a benchmark: see docs/calibration-set.md).
 DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter.jsonl"
 
 

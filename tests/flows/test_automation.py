@@ -1,4 +1,4 @@
-"""The README's automation file is a valid Prefect automation that fires on what the
+"""The automation file of docs/schedule.md is a valid Prefect automation that fires on what the
 nightly emits when it fails loudly (a Failed flow run of the `calibrate` flow)."""
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ def test_automation_file_validates_and_targets_failed_calibrations() -> None:
         "prefect.resource.name": "calibrate",
     }
     assert [action.type for action in automation.actions] == ["send-notification"]
-    readme = (REPO / "README.md").read_text()
-    assert "automations/calibration-failed.yaml" in readme
+    page = (REPO / "docs" / "schedule.md").read_text()
+    assert "automations/calibration-failed.yaml" in page

@@ -1,7 +1,7 @@
-"""The README's deployment path, scripted: work pool, `prefect deploy --all`, a run of
+"""The deployment path of docs/schedule.md, scripted: work pool, `prefect deploy --all`, a run of
 `calibrate/nightly`, a process worker with `--run-once`.
 
-The run overrides one setting the README's way (`--param repeats=1`) on top of what keeps
+The run overrides one setting the docs' way (`--param repeats=1`) on top of what keeps
 the test small and isolated (a task subset and a temporary store, given with `--params`);
 every other setting, `max_spend` and `judge: both` included, must keep the deployment's
 value. Two tasks cannot certify anything, so the run must end Failed, naming the class,
@@ -117,7 +117,7 @@ def test_nightly_override_one_parameter_and_fail_loudly(
     latest = load_policy(Path(config.reports) / "policy" / "latest.json")
     assert latest.run_id == manifest.run_id and latest.classes["extraction"].verdict == "none"
     assert {a.key for a in artifacts} == {KEY_POLICY, KEY_CURVE, KEY_REPORT}
-    # What the README's automation (automations/calibration-failed.yaml) reacts to.
+    # What the docs' automation (automations/calibration-failed.yaml) reacts to.
     assert failed_event_flows(prefect_api, str(run.id)) == ["calibrate"]
 
 

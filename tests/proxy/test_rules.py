@@ -219,7 +219,7 @@ def test_rules_on_the_bundled_starter_set() -> None:
     policy without a learned classifier, and they name a wrong class far too often (at the
     time of writing: 25 right, 9 wrong of the first 35 starter tasks, on which they were
     tuned; 69 right, 52 wrong of all 140). `tokenlens classify --eval FILE --rules` prints
-    the figures; the learned classifier's are in the README."""
+    the figures; the learned classifier's are in docs/classifier.md."""
     from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
 
     tasks = load_tasks(DEFAULT_TASKS_PATH)

@@ -11,7 +11,7 @@ Why the unit is a task (chunked across classes), not a class or an arm group:
   replicate's cleartext answer that every pair of the task is judged against, and an arm
   whose compressed body equals the cleartext, which shares the control's answer) are
   never asked by two workers at once: sharding by arm would make workers race for the
-  same baseline answers and pay some twice (the ledger keeps both, see its README part);
+  same baseline answers and pay some twice (the ledger keeps both, see docs/object-storage.md);
 - every task costs the same number of calls (repeats x (arms + 2) answers, the pairs to
   judge), so dealing tasks out evenly balances calls, while classes can differ in size
   (a harvested file may hold 60 tasks of one class and 8 of another) and there may be

@@ -10,7 +10,7 @@ Order: an application that knows better sends `x-tokenlens-class` (source "heade
 policy that ships a learned classifier (`tokenlens.classifier.bundle`) decides next
 (source "model"); below its confidence threshold the request goes to `default`. A policy
 without one falls back to the hand-written rules (source "rules"), which are wrong far
-more often (see the README). Everything else is source "default".
+more often (see docs/classifier.md). Everything else is source "default".
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def _rates(text: str) -> tuple[float, ...]:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "calibrate",
-        # `eval`: the article's spelling (README, "For readers of the article").
+        # `eval`: the article's spelling (docs/article.md).
         aliases=["eval"],
         help="measure what each compression arm costs in answer quality; publish a policy",
         description="Runs the Prefect flow `calibrate` in-process (ephemeral Prefect). "

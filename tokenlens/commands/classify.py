@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=None,
         help="wrong-label rate the threshold aims for on held-out folds (default 0.02, "
-        "fit.DEFAULT_MAX_WRONG: below the 5 %% goal, see the README)",
+        "fit.DEFAULT_MAX_WRONG: below the 5 %% goal, see docs/classifier.md)",
     )
     parser.set_defaults(func=run)
 

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument(
         "--policy",
-        # `--eval-report`: the article's spelling (README, "For readers of the article").
+        # `--eval-report`: the article's spelling (docs/article.md).
         "--eval-report",
         default=None,
         help="policy to apply and hot-reload: a file (e.g. reports/policy/latest.json) or a "
