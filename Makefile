@@ -1,6 +1,6 @@
 # Two commands on a fresh machine (see README):
 #   make run   — set up .venv and run the calibration flow offline on the embedded model
-#   make test  — set up .venv and run lint, types and the test suite
+#   make test  — set up .venv and run lint, types, the docs build and the test suite
 .PHONY: setup run test lint
 
 VENV ?= .venv
@@ -21,6 +21,7 @@ lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
+	$(BIN)/mkdocs build --strict
 
 test: lint
 	@bash scripts/setup-test.sh
