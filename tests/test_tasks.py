@@ -121,6 +121,40 @@ def test_bundled_set_has_twenty_per_class() -> None:
     assert len(fragile) >= 30  # tasks where compression is likely to hurt sit beside safe ones
 
 
+def test_a_folder_loads_its_jsonl_files_in_name_order(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "b.jsonl").write_text(good(id="b-1") + "\n", encoding="utf-8")
+    (folder / "a.jsonl").write_text(good(id="a-1") + "\n" + good(id="a-2") + "\n")
+    (folder / "notes.txt").write_text("not a task file")
+    assert [t.id for t in load_tasks(folder)] == ["a-1", "a-2", "b-1"]
+    assert [t.id for t in load_tasks(folder / "b.jsonl")] == ["b-1"]  # one file still works
+    with pytest.raises(TaskFileError, match=r"set: no tasks of class extraction"):
+        load_tasks(folder, classes=["extraction"])
+
+
+def test_a_folder_reports_every_bad_line_with_its_file(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(good(id="x-1") + "\n" + "{" + "\n", encoding="utf-8")
+    (folder / "b.jsonl").write_text(good(id="ok") + "\n" + good(id="x-1") + "\n")
+    with pytest.raises(TaskFileError) as info:
+        load_tasks(folder)
+    message = str(info.value)
+    assert "a.jsonl:2: malformed JSON" in message
+    assert "b.jsonl:2: field 'id' duplicates id 'x-1' first seen on" in message
+    assert "a.jsonl:1" in message
+
+
+def test_a_folder_without_task_files_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TaskFileError, match="holds no \\*.jsonl task file"):
+        load_tasks(tmp_path)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "blank.jsonl").write_text("")
+    with pytest.raises(TaskFileError, match="no tasks in any file"):
+        load_tasks(tmp_path)
+
+
 def test_validate_command_prints_counts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "validate", str(DEFAULT_TASKS_PATH)]) == 0
     out = capsys.readouterr().out
