@@ -50,8 +50,34 @@ ERRORS = [
 PARTS = ["pre-filter", "carbon filter", "drive belt", "door seal", "UV lamp", "pump membrane", "air filter", "descaling cartridge", "fan bearing", "valve seat"]
 
 
-def _paras(rng: random.Random, k: int) -> str:
-    return "\n\n".join(" ".join(rng.sample(PROSE, 4)) for _ in range(k))
+LEGAL = [
+    "The Tenant shall treat the premises with care and ventilate and heat them adequately.",
+    "Structural alterations require the Landlord's prior written consent.",
+    "The Landlord may enter the premises after reasonable notice to inspect them or to carry out necessary repairs.",
+    "Keys handed over are listed in the handover protocol; lost keys are replaced at the Tenant's expense.",
+    "The Tenant shall report defects to the Landlord without undue delay.",
+    "Shared areas must be kept clear; items left there may be removed after notice.",
+    "Waste must be separated according to the municipal rules posted in the entrance hall.",
+    "Any notice under this agreement must be given in writing to the address stated above.",
+    "Verbal side agreements have not been made.",
+    "The Tenant's household contents insurance is recommended but not required.",
+]
+GRANT = [
+    "Proposals are assessed by at least three independent experts.",
+    "Projects should show a clear benefit beyond the applicant organisation.",
+    "Open licences for results are strongly encouraged and weigh in the evaluation.",
+    "Costs incurred before the start date of the grant agreement are not eligible.",
+    "Applicants may submit only one proposal as coordinator per call.",
+    "The programme office answers questions until one week before the deadline.",
+    "Personal data in proposals is processed only for evaluation and monitoring.",
+    "Successful applicants report on progress every six months.",
+    "Subcontracting is limited to 30 % of eligible costs.",
+    "Equipment purchases are eligible only in proportion to their use in the project.",
+]
+
+
+def _paras(rng: random.Random, k: int, pool: list[str] = PROSE) -> str:
+    return "\n\n".join(" ".join(rng.sample(pool, 4)) for _ in range(k))
 
 
 def _manual(n: int) -> Task:
@@ -238,7 +264,7 @@ def _lease(n: int) -> Task:
         ("House rules", "Quiet hours are 22:00-07:00. Bicycles belong in the bicycle room, not in the stairwell."),
     ]
     boiler = "The parties agree that any amendment to this agreement must be in writing. Should a provision be invalid, the remainder stays in force. "
-    text = "RESIDENTIAL LEASE AGREEMENT\n\n" + "\n\n".join(f"§{i} {t}\n{c} {boiler * rng.randint(1, 3)}" for i, (t, c) in enumerate(clauses, 1))
+    text = "RESIDENTIAL LEASE AGREEMENT\n\n" + "\n\n".join(f"§{i} {t}\n{c} {boiler * rng.randint(1, 3)}\n{_paras(rng, rng.randint(2, 4), LEGAL)}" for i, (t, c) in enumerate(clauses, 1))
     which = n % 3
     if which == 0:
         q, r = "How much is the deposit and when do I get it back?", f"€{rent * deposit_months:,} ({deposit_months} month(s)' rent), returned within 60 days after the tenancy ends, less justified deductions."
@@ -259,7 +285,7 @@ def _datasheet(n: int) -> Task:
         f"{family} series — DC/DC step-down regulator\n\nFEATURES\n- Wide input range\n- Thermal shutdown\n- Soft start\n\n"
         + "ABSOLUTE MAXIMUM RATINGS apply to all variants: input voltage 40 V, junction temperature 150 °C. Stresses beyond these may cause permanent damage.\n\n"
         + "| Variant | Max output current | Output voltage | Operating temperature |\n|---|---|---|---|\n" + rows
-        + "\n\n" + _paras(rng, 6) + "\n\nNote 3: for the " + variants[2] + " the maximum output current is derated by 50 % above 85 °C."
+        + "\n\n" + _paras(rng, rng.randint(20, 40)) + "\n\nNote 3: for the " + variants[2] + " the maximum output current is derated by 50 % above 85 °C."
     )
     v = variants[n % 5]
     a, u, lo, hi = specs[v]
@@ -276,7 +302,7 @@ def _cfp(n: int) -> Task:
     cofund = rng.choice([10, 20, 25, 30])
     text = (
         f"{fund} — Call for proposals {rng.randint(2024, 2025)}/{rng.randint(1, 4)}\n\n"
-        "1. Background\n" + _paras(rng, 3) + "\n\n2. Eligibility\nApplicants must be legal entities registered in a participating country. Consortia of up to five partners are welcome.\n\n"
+        "1. Background\n" + _paras(rng, rng.randint(10, 20), GRANT) + "\n\n2. Eligibility\nApplicants must be legal entities registered in a participating country. Consortia of up to five partners are welcome.\n\n"
         f"3. Funding\nThe maximum grant per project is €{max_grant:,}. Applicants contribute at least {cofund} % of eligible costs from own funds.\n\n"
         f"4. How to apply\nProposals are submitted through the online portal only. The project description must not exceed {pages} pages (A4, 11 pt); annexes do not count. Late submissions are not accepted.\n\n"
         f"5. Timeline\nPortal opens: four weeks before the deadline. Submission deadline: {deadline}. Evaluation results: about ten weeks later.\n\n6. Evaluation\n" + _paras(rng, 3)

@@ -49,7 +49,7 @@ def test_fit_then_evaluate_held_out_and_in_sample(
         assert word in text
 
     assert main(["classify", "--eval", str(fit_file), "--model", str(out)]) == 0
-    assert "cross-validated (5-fold by task)" in capsys.readouterr().out
+    assert "cross-validated (5-fold by task family)" in capsys.readouterr().out
 
     assert main(["classify", "--eval", str(mixed_file), "--model", str(out)]) == 0
     assert "4 of " in capsys.readouterr().out  # the 4 training tasks are left out

@@ -53,14 +53,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-wrong",
         type=float,
         default=None,
-        help="wrong-label rate the threshold aims for on held-out folds (default 0.02, "
+        help="wrong-label rate the threshold aims for on held-out folds (default 0.04, "
         "fit.DEFAULT_MAX_WRONG: below the 5 %% goal, see the README)",
     )
     parser.set_defaults(func=run)
 
 
 def _folds_text(folds: int, n: int) -> str:
-    return "leave-one-out" if folds >= n else f"{folds}-fold by task"
+    return "leave-one-out" if folds >= n else f"{folds}-fold by task family"
 
 
 def run(args: argparse.Namespace) -> int:
