@@ -100,8 +100,10 @@ def test_cross_validated_labels_never_score_a_task_with_a_model_that_saw_it(
 def test_bundled_starter_set_cross_validated_wrong_at_most_5_percent(
     starter_tasks: list[CalibrationTask],
 ) -> None:
-    """Regression guard for the README's figure (nested 5-fold CV; unsure is allowed)."""
+    """Regression guard for the README's figure: nested 5-fold family CV on all 420 tasks
+    (each family labelled by a model and threshold fitted without it)."""
     true = [t.task_class for t in starter_tasks]
     right, unsure, wrong = count(true, fitting.cross_validated_labels(starter_tasks))
     assert wrong <= 0.05 * len(true), (right, unsure, wrong)
+    assert unsure <= 0.30 * len(true), (right, unsure, wrong)
     assert right > 0.25 * len(true), (right, unsure, wrong)  # abstaining on all would pass

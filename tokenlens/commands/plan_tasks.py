@@ -76,7 +76,10 @@ def print_nightly(path: Path | None, *, model: str, judge_model: str | None, rep
     print("-" * len(header))
     cost_text = _money(totals[1] if priced else None)
     batch_text = _money(totals[2] if priced else None)
-    print(f"{'a fixed-design night':<24}{len(tasks):>6}{'':>13}{totals[0]:>9,}{cost_text:>12}{batch_text:>12}")
+    print(
+        f"{'a fixed-design night':<24}{len(tasks):>6}{'':>13}{totals[0]:>9,}"
+        f"{cost_text:>12}{batch_text:>12}"
+    )
     print(
         "Compressed arms send fewer tokens than the cleartext priced here, and the sequential "
         "design (the nightly default) stops paying for a class once it is decided: both only "
