@@ -153,7 +153,11 @@ def _gift(n: int) -> Task:
     who = person(rng).split()[0]
     budget = rng.randint(3, 12) * 10
     hobby = pick(rng, ["cooking", "hiking", "reading", "gardening"])
-    items = [(f"{pick(rng, ['Deluxe', 'Mini', 'Classic', 'Travel'])} {pick(rng, ['knife set', 'water bottle', 'book light', 'trowel set', 'cookbook', 'headlamp', 'seed kit', 'bookmark set'])}", pick(rng, ["cooking", "hiking", "reading", "gardening"]), rng.randint(10, 150)) for _ in range(9)]
+    kinds = {"knife set": "cooking", "cookbook": "cooking", "water bottle": "hiking", "headlamp": "hiking", "book light": "reading", "bookmark set": "reading", "trowel set": "gardening", "seed kit": "gardening"}
+    items = []
+    for _ in range(9):
+        kind = pick(rng, list(kinds))
+        items.append((f"{pick(rng, ['Deluxe', 'Mini', 'Classic', 'Travel'])} {kind}", kinds[kind], rng.randint(10, 150)))
     items = list({a: (a, b, c) for a, b, c in items}.values())
     history = turns(
         f"Help me pick a birthday gift for {who}. They love {hobby}.",
