@@ -1,8 +1,12 @@
-"""The calibration set: one typed task per JSONL line.
+"""The calibration set: one typed task per JSONL line, in one file or a folder of files.
 
 The loader is strict on purpose. A calibration on a half-loaded or silently repaired file
 would certify a policy for data nobody looked at, so every problem is reported with the
 file, the line number and the field, and a bad file never half-loads.
+
+A folder is read as its `*.jsonl` files in name order, as if concatenated (ids unique
+across them): the bundled set is split so that no committed file passes the house limit
+of 5 MB, and a single file keeps working everywhere a task file is accepted.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ KNOWN_CLASSES: tuple[str, ...] = (
     "chat-history",
 )
 
-#: The bundled starter set (not a benchmark: see docs/calibration-set.md).
-DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter.jsonl"
+#: The bundled starter set (not a benchmark: see docs/calibration-set.md): a folder of JSONL files.
+DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter"
 
 
 class Turn(BaseModel):
@@ -99,11 +103,17 @@ def _format_validation_error(path: Path, lineno: int, exc: ValidationError) -> s
     return "\n".join(problems)
 
 
-def parse_tasks(lines: Iterable[str], path: Path) -> list[CalibrationTask]:
-    """Parse JSONL text into tasks, collecting every error before raising."""
+def parse_tasks(
+    lines: Iterable[str], path: Path, *, seen: dict[str, str] | None = None
+) -> list[CalibrationTask]:
+    """Parse JSONL text into tasks, collecting every error before raising.
+
+    `seen` maps ids already read (from earlier files of a folder) to where they were read,
+    so a duplicate across files is reported like one within a file.
+    """
     tasks: list[CalibrationTask] = []
     errors: list[str] = []
-    first_seen: dict[str, int] = {}
+    first_seen = seen if seen is not None else {}
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -123,34 +133,70 @@ def parse_tasks(lines: Iterable[str], path: Path) -> list[CalibrationTask]:
         if task.id in first_seen:
             errors.append(
                 f"{path}:{lineno}: field 'id' duplicates id {task.id!r} "
-                f"first seen on line {first_seen[task.id]}"
+                f"first seen on {first_seen[task.id]}"
             )
             continue
-        first_seen[task.id] = lineno
+        first_seen[task.id] = f"line {lineno}" if seen is None else f"{path}:{lineno}"
         tasks.append(task)
     if errors:
         raise TaskFileError("\n".join(errors))
-    if not tasks:
+    if not tasks and seen is None:
         raise TaskFileError(f"{path}: no tasks in file")
     return tasks
+
+
+def task_files(path: str | Path | None = None) -> list[Path]:
+    """The files a task path stands for: the file itself, or a folder's `*.jsonl` in name
+    order (default: the bundled starter set).
+
+    Raises:
+        TaskFileError: the path does not exist, or the folder holds no `*.jsonl` file.
+    """
+    where = Path(path) if path is not None else DEFAULT_TASKS_PATH
+    if where.is_dir():
+        files = sorted(p for p in where.glob("*.jsonl") if p.is_file())
+        if not files:
+            raise TaskFileError(f"{where}: folder holds no *.jsonl task file")
+        return files
+    if not where.is_file():
+        raise TaskFileError(f"{where}: task file does not exist")
+    return [where]
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFileError(f"{file}: cannot read task file ({exc})") from exc
 
 
 def load_tasks(
     path: str | Path | None = None, *, classes: Iterable[str] | None = None
 ) -> list[CalibrationTask]:
-    """Load a JSONL task file (default: the bundled starter set), optionally one class subset.
+    """Load a JSONL task file or folder (default: the bundled starter set), optionally one
+    class subset.
 
     Raises:
-        TaskFileError: the file is missing or any line is bad; nothing is returned then.
+        TaskFileError: the path is missing or any line of any file is bad; nothing is
+            returned then, and the message lists every problem with its file and line.
     """
-    file = Path(path) if path is not None else DEFAULT_TASKS_PATH
-    if not file.is_file():
-        raise TaskFileError(f"{file}: task file does not exist")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFileError(f"{file}: cannot read task file ({exc})") from exc
-    tasks = parse_tasks(text.splitlines(), file)
+    files = task_files(path)
+    where = files[0] if len(files) == 1 else Path(path if path is not None else DEFAULT_TASKS_PATH)
+    if len(files) == 1:
+        tasks = parse_tasks(_read(files[0]).splitlines(), files[0])
+    else:
+        tasks = []
+        errors: list[str] = []
+        seen: dict[str, str] = {}
+        for file in files:
+            try:
+                tasks.extend(parse_tasks(_read(file).splitlines(), file, seen=seen))
+            except TaskFileError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise TaskFileError("\n".join(errors))
+        if not tasks:
+            raise TaskFileError(f"{where}: no tasks in any file")
     if classes is None:
         return tasks
     wanted = list(dict.fromkeys(classes))
@@ -158,7 +204,7 @@ def load_tasks(
     missing = [name for name in wanted if name not in present]
     if missing:
         have = ", ".join(sorted(present))
-        raise TaskFileError(f"{file}: no tasks of class {', '.join(missing)} (file has: {have})")
+        raise TaskFileError(f"{where}: no tasks of class {', '.join(missing)} (file has: {have})")
     return [task for task in tasks if task.task_class in wanted]
 
 

@@ -12,7 +12,7 @@ import pytest
 from tokenlens.calibration.session import open_calibration
 from tokenlens.calibration.shards import ShardError, ShardSpec, open_shard, plan_shards
 from tokenlens.errors import TokenLensError
-from tokenlens.tasks import load_tasks
+from tokenlens.tasks import load_tasks, task_files
 
 
 def test_every_task_lands_in_one_shard_counts_within_one_long_prompts_spread() -> None:
@@ -48,7 +48,8 @@ def test_a_worker_with_another_task_file_refuses_the_shard(
     cal, selected = open_calibration(config)
     spec = plan_shards(selected, 2)[0]
     other = tmp_path / "other.jsonl"
-    rows = [json.loads(line) for line in Path(config.tasks).read_text().splitlines() if line]
+    lines = [line for file in task_files(config.tasks) for line in file.read_text().splitlines()]
+    rows = [json.loads(line) for line in lines if line]
     for row in rows:  # the worker's copy has one reference edited
         if row["id"] == selected[0].id:
             row["reference"] += " (edited)"

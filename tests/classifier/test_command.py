@@ -17,11 +17,11 @@ def _write(path: Path, tasks: list[CalibrationTask]) -> Path:
 
 
 @pytest.fixture
-def split(tmp_path: Path, starter_tasks: list[CalibrationTask]) -> tuple[Path, Path, Path]:
+def split(tmp_path: Path, sample_tasks: list[CalibrationTask]) -> tuple[Path, Path, Path]:
     """(fit file: 3 tasks per class, held-out file: the rest, mixed file: both)."""
     per_class: dict[str, int] = {}
     fit, rest = [], []
-    for task in starter_tasks:
+    for task in sample_tasks:
         seen = per_class.get(task.task_class, 0)
         (fit if seen < 3 else rest).append(task)
         per_class[task.task_class] = seen + 1
@@ -49,7 +49,7 @@ def test_fit_then_evaluate_held_out_and_in_sample(
         assert word in text
 
     assert main(["classify", "--eval", str(fit_file), "--model", str(out)]) == 0
-    assert "cross-validated (5-fold by task)" in capsys.readouterr().out
+    assert "cross-validated (5-fold by task family)" in capsys.readouterr().out
 
     assert main(["classify", "--eval", str(mixed_file), "--model", str(out)]) == 0
     assert "4 of " in capsys.readouterr().out  # the 4 training tasks are left out

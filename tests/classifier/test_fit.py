@@ -25,6 +25,20 @@ def test_folds_are_stratified_and_leave_one_out_at_n() -> None:
     assert fitting.fold_ids(labels[::-1], ids[::-1], 4) == folds[::-1]
 
 
+def test_a_family_of_tasks_never_straddles_folds() -> None:
+    """Siblings made from one template share wording: a fold that trained on one and
+    scored the other would score a template the model had seen."""
+    ids = [f"summ-gen-meeting-{i:02d}" for i in range(1, 6)] + ["summ-a-1", "summ-b-1"]
+    ids += [f"code-gen-sql-{i}" for i in range(1, 4)] + ["code-x", "code-y-2024"]
+    labels = ["summarization"] * 7 + ["code-context"] * 5
+    folds = fitting.fold_ids(labels, ids, 3)
+    assert len({folds[i] for i in range(5)}) == 1  # the meetings stay together
+    assert len({folds[i] for i in range(7, 10)}) == 1  # the sql tasks too
+    assert fitting.task_family("code-y-2024") == "code-y-2024"  # a year is not a number suffix
+    # every fold still gets work: 4 summarization families and 3 code families over 3 folds
+    assert set(folds) == {0, 1, 2}
+
+
 def test_threshold_admits_the_most_confident_labels_up_to_the_wrong_budget() -> None:
     classes = ["a", "b"]
     # top probabilities 0.95 .. 0.55; the 3rd and 5th most confident are wrong
@@ -86,8 +100,10 @@ def test_cross_validated_labels_never_score_a_task_with_a_model_that_saw_it(
 def test_bundled_starter_set_cross_validated_wrong_at_most_5_percent(
     starter_tasks: list[CalibrationTask],
 ) -> None:
-    """Regression guard for docs/classifier.md's figure (nested 5-fold CV; unsure is allowed)."""
+    """Regression guard for docs/classifier.md's figure: nested 5-fold family CV on all 420 tasks
+    (each family labelled by a model and threshold fitted without it)."""
     true = [t.task_class for t in starter_tasks]
     right, unsure, wrong = count(true, fitting.cross_validated_labels(starter_tasks))
     assert wrong <= 0.05 * len(true), (right, unsure, wrong)
+    assert unsure <= 0.30 * len(true), (right, unsure, wrong)
     assert right > 0.25 * len(true), (right, unsure, wrong)  # abstaining on all would pass

@@ -52,9 +52,9 @@ def test_confusion_uses_the_labels_the_classifier_gives(
 
 
 def test_calibration_confusion_covers_held_out_and_shipped_labels(
-    starter_tasks: list[CalibrationTask],
+    sample_tasks: list[CalibrationTask],
 ) -> None:
-    tasks = starter_tasks[::2]
+    tasks = sample_tasks[::2]
     shipped = fitting.fit_bundle(tasks)
     matrix = fitting.calibration_confusion(tasks, shipped)
     # every task counted twice: once cross-validated, once by the shipped bundle

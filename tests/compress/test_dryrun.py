@@ -145,7 +145,9 @@ def test_dry_run_says_what_the_design_can_certify(capsys: pytest.CaptureFixture[
     small = design_power_lines(_config(), dry_run_rows(_config()))
     assert "a ? needs >= 20 tasks per class, a ✓ >= 60" in small[0]
     assert all("nothing — " in line and "is below the 20" in line for line in small[1:-1])
-    starter = _config(tasks=Path(__file__).parents[2] / "tasks_data" / "starter.jsonl")
+    # the written part of the starter set (20 per class): a fixed sample, not the whole set
+    written = Path(__file__).parents[2] / "tasks_data" / "starter" / "00-written.jsonl"
+    starter = _config(tasks=written)
     rows = dry_run_rows(starter.model_copy(update={"classes": ("extraction",)}))
     lines = design_power_lines(starter, rows)
     assert (

@@ -101,13 +101,16 @@ def test_nightly_override_one_parameter_and_fail_loudly(
     # The override took, and every other setting kept the deployment's value.
     nightly = deployment.parameters
     assert run.parameters["repeats"] == 1 != nightly["repeats"]
-    for name in ("max_spend", "judge", "model", "backend", "tolerance", "mode", "fresh_sample"):
+    kept = ("max_spend", "judge", "model", "backend", "tolerance", "mode", "fresh_sample", "design")
+    for name in kept:
         assert run.parameters[name] == nightly[name], name
     assert nightly["max_spend"] == 5.0 and nightly["judge"] == "both"
+    assert nightly["design"] == "sequential"  # a class stops paying once it is decided
     # ...and the flow ran with them: the run's manifest records what it used.
     [manifest] = list_runs(config.store)
     used = manifest.config
     assert used["max_spend"] == 5.0 and used["judge"] == "both" and used["repeats"] == 1
+    assert used["design"] == "sequential"
     assert manifest.fresh_sample and manifest.flow_run_id == str(run.id)
     assert [r for r in anthropic.calls() if r.is_judge], "judge: both kept its LLM judge"
 

@@ -124,9 +124,9 @@ def test_small_sample_covers_classes_with_control_first(run_copy: LoopbackRun) -
 def test_references_must_be_the_ones_the_run_measured(
     run_copy: LoopbackRun, tmp_path: Path
 ) -> None:
-    from tokenlens.tasks import DEFAULT_TASKS_PATH
+    from tokenlens.tasks import task_files
 
-    lines = DEFAULT_TASKS_PATH.read_text().splitlines()
+    lines = [line for file in task_files() for line in file.read_text().splitlines()]
     edited = tmp_path / "edited.jsonl"
     edited.write_text(
         "\n".join(line.replace('"reference": "', '"reference": "X', 1) for line in lines)

@@ -10,11 +10,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.classifier.classify import classify
+from tokenlens.errors import TaskFileError
 from tokenlens.routing import UNSURE, Confusion, tally
+from tokenlens.tasks import CalibrationTask
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,36 @@ class Evaluation:
     @property
     def total(self) -> int:
         return self.right + self.unsure + self.wrong
+
+
+def split_holdout(
+    tasks: Sequence[CalibrationTask], id_file: Path
+) -> tuple[list[CalibrationTask], list[CalibrationTask]]:
+    """(fit part, held-out part) of a task file, the held-out part named by id in `id_file`
+    (one id per line, `#` comments): a split chosen before any tuning, and kept in a file so
+    every later figure is on the same unseen tasks.
+
+    Raises:
+        TaskFileError: the id file is unreadable or names an id the tasks do not have.
+    """
+    try:
+        lines = id_file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TaskFileError(f"{id_file}: cannot read held-out ids ({exc.strerror or exc})") from exc
+    wanted: dict[str, int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip()
+        if text:
+            wanted.setdefault(text, lineno)
+    known = {task.id for task in tasks}
+    unknown = [f"{id_file}:{n}: no task with id {i!r}" for i, n in wanted.items() if i not in known]
+    if unknown:
+        raise TaskFileError("\n".join(unknown))
+    if not wanted:
+        raise TaskFileError(f"{id_file}: names no task")
+    held = [task for task in tasks if task.id in wanted]
+    rest = [task for task in tasks if task.id not in wanted]
+    return rest, held
 
 
 def count(true: Sequence[str], predicted: Sequence[str | None]) -> tuple[int, int, int]:

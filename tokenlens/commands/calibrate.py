@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "grades with the reference-metric judge. `tokenlens eval` is the same command.",
     )
     parser.add_argument("--dry-run", action="store_true", help="no model calls: sizes and cost")
-    parser.add_argument("--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file")
+    parser.add_argument(
+        "--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file, or a folder"
+    )
     parser.add_argument(
         "--classes", "--class", type=_csv, default=None, help="comma-separated classes"
     )

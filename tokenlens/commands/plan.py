@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, DEFAULT_REPORTS
 from tokenlens.errors import TokenLensError
@@ -31,10 +32,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--judge-model", default=None, help="price an LLM judge on this model (default: none)"
     )
     parser.add_argument("--tolerance", type=float, default=None)
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="instead of a calibration: price a nightly run of this task file or folder "
+        "(use 'starter' for the bundled set), with and without Batches",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="with --tasks: repeats per cell")
     parser.set_defaults(func=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    if args.tasks is not None:
+        from tokenlens.commands.plan_tasks import print_nightly
+
+        if args.repeats < 1:
+            raise TokenLensError(f"--repeats {args.repeats}: need at least 1")
+        path = None if str(args.tasks) == "starter" else args.tasks
+        print_nightly(
+            path,
+            model=args.model or DEFAULT_ANTHROPIC_MODEL,
+            judge_model=args.judge_model,
+            repeats=args.repeats,
+        )
+        return 0
     from tokenlens.commands.plan_view import load_inputs, print_plans
     from tokenlens.storage import join
 

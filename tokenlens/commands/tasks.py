@@ -59,18 +59,28 @@ def run_validate(args: argparse.Namespace) -> int:
 
     tasks = load_tasks(args.path)
     sizes: dict[str, list[int]] = defaultdict(list)
+    fragile: dict[str, int] = defaultdict(int)
     for task in tasks:
         sizes[task.task_class].append(estimate_tokens(task.context))
+        fragile[task.task_class] += any(tag.startswith("fragile:") for tag in task.tags)
     print(f"{args.path}: {len(tasks)} tasks, {len(sizes)} classes — OK")
-    print(f"context tokens: {TOKENIZER_NOTE}")
-    header = f"{'class':<24}{'tasks':>6}{'min':>8}{'median':>8}{'max':>8}{'total':>9}"
+    print(f"context tokens: {TOKENIZER_NOTE}; fragile: tagged fragile:*")
+    header = (
+        f"{'class':<24}{'tasks':>6}{'min':>8}{'median':>8}{'max':>8}{'total':>10}"
+        f"{'>=10k':>7}{'fragile':>9}"
+    )
     print(header)
     print("-" * len(header))
     ordered = [c for c in KNOWN_CLASSES if c in sizes] + sorted(set(sizes) - set(KNOWN_CLASSES))
     for name in ordered:
         values = sorted(sizes[name])
         median = values[len(values) // 2]
-        print(f"{name:<24}{len(values):>6}{values[0]:>8}{median:>8}{values[-1]:>8}{sum(values):>9}")
+        long = sum(v >= 10_000 for v in values)
+        share = f"{100 * fragile[name] / len(values):.0f}%"
+        print(
+            f"{name:<24}{len(values):>6}{values[0]:>8}{median:>8}{values[-1]:>8}"
+            f"{sum(values):>10}{long:>7}{share:>9}"
+        )
     absent = [c for c in KNOWN_CLASSES if c not in sizes]
     if absent:
         print(f"note: no tasks for {', '.join(absent)}")
