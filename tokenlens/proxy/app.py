@@ -109,6 +109,7 @@ def create_app(
             read_timeout_s=settings.upstream_timeout_s,
             connect_timeout_s=settings.connect_timeout_s,
             proxy=outbound_proxy(settings.upstream_base),
+            on_discard=lambda reason: metrics.upstream_discarded.labels(reason).inc(),
         )
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
         access_log = AccessLog(settings.access_log) if settings.access_log else None

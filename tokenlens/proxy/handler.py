@@ -376,8 +376,20 @@ class Handler:
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream answered {status} unasked"
             )
-        stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
         out_headers = relay.response_headers(upstream.raw_headers)
+        if relay.unsendable(out_headers):
+            upstream.close()
+            stats.upstream_broken += 1
+            obs.upstream_error("bad_header")
+            log.warning(
+                "upstream answer %d carried a header no HTTP server may send (a control "
+                "character or separator); answering 502",
+                status,
+            )
+            return relay.error_response(
+                502, "api_error", "tokenlens proxy: the upstream's answer carried an invalid header"
+            )
+        stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
         if plan is not None:
             out_headers += plan.extra_headers
         if log.isEnabledFor(logging.DEBUG):

@@ -204,6 +204,13 @@ class ProxyMetrics:
             "Background jobs (measure, judge) dropped because the limit was reached.",
             registry=registry,
         )
+        self.upstream_discarded = Counter(
+            "tokenlens_upstream_connections_discarded",
+            "Pooled upstream connections closed at reuse because data nobody asked for "
+            "arrived on them while idle (the request went out on another).",
+            ["reason"],
+            registry=registry,
+        )
         self.workers = Gauge(
             "tokenlens_workers",
             "Proxy worker processes serving this port.",

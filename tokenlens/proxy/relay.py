@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE
 from yarl import URL
 
 #: RFC 9110 hop-by-hop headers, plus ones the server in front of us sets itself.
@@ -74,6 +75,20 @@ def _text(raw: bytes) -> str:
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """Upstream headers to send back (lower-cased, as ASGI wants them)."""
     return [(name, value) for key, value in raw if (name := key.lower()) not in _DROP_RESPONSE]
+
+
+def unsendable(headers: list[tuple[bytes, bytes]]) -> bool:
+    """True when the server in front of the client would refuse to write one of `headers`.
+
+    uvicorn checks every response header against these two patterns (control characters,
+    separators in names) and raises once the response has been started, which leaves the
+    client with nothing at all; checked here first, the client gets a 502 it can read.
+    One search over all names and one over all values: `x` is allowed in both.
+    """
+    return bool(
+        HEADER_RE.search(b"x".join(name for name, _ in headers))
+        or HEADER_VALUE_RE.search(b"x".join(value for _, value in headers))
+    )
 
 
 def call_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
