@@ -155,6 +155,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(default %(default)s)",
     )
     parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=defaults.DEFAULT_BODY_TIMEOUT_S,
+        help="seconds a request's body may take after its headers, plus one for every "
+        f"{defaults.MIN_BODY_RATE // 1024} KiB received; slower gets 408 (default %(default)s)",
+    )
+    parser.add_argument(
         "--keep-alive-timeout",
         type=int,
         default=defaults.DEFAULT_KEEPALIVE_TIMEOUT_S,
@@ -245,6 +252,7 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             max_header_count=args.max_header_count,
             max_header_bytes=args.max_header_bytes,
             header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
             keepalive_timeout_s=args.keep_alive_timeout,
             host=args.host,
             port=args.port,

@@ -211,6 +211,13 @@ class ProxyMetrics:
             ["reason"],
             registry=registry,
         )
+        self.refused = Counter(
+            "tokenlens_refused_requests",
+            "Requests answered before the relay saw them: 400 unparsable, 408 head or body "
+            "too slow, 431 headers over the limits.",
+            ["status", "reason"],
+            registry=registry,
+        )
         self.workers = Gauge(
             "tokenlens_workers",
             "Proxy worker processes serving this port.",
@@ -243,6 +250,9 @@ class ProxyMetrics:
                 self.unpriced.inc()
             else:
                 self.dollars.labels(obs.task_class).inc(dollars)
+
+    def refused_request(self, status: int, reason: str) -> None:
+        self.refused.labels(str(status), reason).inc()
 
     # --- policy ------------------------------------------------------------------------
 
