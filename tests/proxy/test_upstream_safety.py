@@ -29,15 +29,21 @@ StartProxy = Callable[..., ProxyServer]
 STRAY_AFTER_S = 0.05
 
 
-def _stray_after_each_answer(delay: float = STRAY_AFTER_S) -> Callable[[Conn], Any]:
-    """Answers each request with its own target, then (while the connection is idle) sends
-    a second, complete answer nobody asked for."""
+#: A second, complete answer nobody asked for; and the start of one that never ends.
+STRAY = reply(body=b"STRAY, meant for nobody", headers=[(b"x-stray", b"1")])
+STRAY_HEAD = b"HTTP/1.1 200 OK\r\nx-stray: 1\r\n"
+
+
+def _answering_then(stray: bytes | None) -> Callable[[Conn], Any]:
+    """Answers each request with its own target, then (while the connection is idle, after
+    STRAY_AFTER_S) sends `stray`, if any."""
 
     async def handler(conn: Conn) -> None:
         while (request := await conn.read_request()) is not None:
             await conn.send(reply(body=b"answer to " + request.target))
-            await asyncio.sleep(delay)
-            await conn.send(reply(body=b"STRAY, meant for nobody", headers=[(b"x-stray", b"1")]))
+            if stray is not None:
+                await asyncio.sleep(STRAY_AFTER_S)
+                await conn.send(stray)
 
     return handler
 
@@ -45,7 +51,7 @@ def _stray_after_each_answer(delay: float = STRAY_AFTER_S) -> Callable[[Conn], A
 def test_a_stray_answer_on_an_idle_connection_never_reaches_another_client(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    srv = upstream(_stray_after_each_answer())
+    srv = upstream(_answering_then(STRAY))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     trials = 5
     for trial in range(trials):
@@ -67,13 +73,7 @@ def test_a_stray_answer_on_an_idle_connection_never_reaches_another_client(
 def test_an_incomplete_stray_head_is_never_part_of_an_answer(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    async def handler(conn: Conn) -> None:
-        while (request := await conn.read_request()) is not None:
-            await conn.send(reply(body=b"answer to " + request.target))
-            await asyncio.sleep(STRAY_AFTER_S)
-            await conn.send(b"HTTP/1.1 200 OK\r\nx-stray: 1\r\n")  # and no more of it
-
-    srv = upstream(handler)
+    srv = upstream(_answering_then(STRAY_HEAD))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     for name in ("alice", "bob", "carol"):
         with httpx.Client(base_url=proxy.base_url) as client:
@@ -110,12 +110,7 @@ def test_a_clean_idle_connection_is_still_reused(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
     """The check at reuse costs no connection when nothing arrived while idle."""
-
-    async def handler(conn: Conn) -> None:
-        while (request := await conn.read_request()) is not None:
-            await conn.send(reply(body=b"answer to " + request.target))
-
-    srv = upstream(handler)
+    srv = upstream(_answering_then(None))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     for name in ("alice", "bob", "carol"):
         with httpx.Client(base_url=proxy.base_url) as client:
@@ -127,7 +122,7 @@ def test_a_clean_idle_connection_is_still_reused(
 def test_a_stray_answer_is_counted_in_metrics(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    srv = upstream(_stray_after_each_answer())
+    srv = upstream(_answering_then(STRAY))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     with httpx.Client(base_url=proxy.base_url) as client:
         client.get("/one")
