@@ -313,6 +313,10 @@ def test_serve_reads_policy_urls_paths_and_the_new_flags(tmp_path: Path) -> None
         _settings("--access-log", str(tmp_path / "missing" / "a.jsonl"))
     with pytest.raises(TokenLensError, match="--reload-interval must be > 0"):
         _settings("--reload-interval", "0")
+    assert _settings("--body-timeout", "7.5").body_timeout_s == 7.5
+    assert _settings().body_timeout_s == 30.0
+    with pytest.raises(TokenLensError, match="body_timeout_s must be > 0"):
+        _settings("--body-timeout", "0")
 
 
 def test_a_policy_nested_beyond_the_parser_limit_is_a_policy_error(tmp_path: Path) -> None:
