@@ -182,9 +182,13 @@ def test_builtin_and_custom_redaction(tmp_path: Path) -> None:
         "api_key = '[REDACTED:api-key]', card [REDACTED:digits], phone +[REDACTED:digits], "
         "project [REDACTED:custom], year 2026 and order 12345."
     )
-    body = {"model": "sk-ant-not-a-key-but-schema", "messages": [{"role": "user", "content": text}]}
-    redacted = redactor.value(body)
+    body = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": text}]}
+    redacted = redactor.request(body)
     assert redacted["model"] == body["model"] and "PROJECT-ABCD" not in json.dumps(redacted)
+    # a key where the model goes is no model name: redacted like any text (issue 24)
+    assert redactor.request({**body, "model": "sk-ant-not-a-key-but-schema"})["model"] == (
+        "[REDACTED:api-key]"
+    )
     rules.write_text("ok\n[a-\n")
     with pytest.raises(TokenLensError, match=r"rules\.txt:2: not a valid regular expression"):
         load_rules(rules)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,8 @@ from tokenlens.proxy.app import create_app
 from tokenlens.proxy.handler import ProxyState
 from tokenlens.proxy.server import ProxyServerConfig
 from tokenlens.proxy.settings import DEFAULT_COMPRESS_BUDGET_MS, ProxySettings
+
+from .scripted import Handler, Scripted
 
 MODEL = "claude-haiku-4-5"
 KEY = "sk-ant-test-proxy-key"
@@ -175,6 +178,24 @@ def recording_upstream() -> Iterator[tuple[RecordingUpstream, ThreadServer]]:
     server = ThreadServer(recorder.app()).start()
     yield recorder, server
     server.stop()
+
+
+# --- a scripted upstream (exact bytes; see scripted.py) -----------------------------------
+
+
+@pytest.fixture
+def upstream() -> Iterator[Callable[..., Scripted]]:
+    """`upstream(handler)` -> a running `Scripted` upstream, stopped after the test."""
+    servers: list[Scripted] = []
+
+    def start(handler: Handler, ssl_context: ssl.SSLContext | None = None) -> Scripted:
+        server = Scripted(handler, ssl_context).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
 
 
 # --- policies ------------------------------------------------------------------------

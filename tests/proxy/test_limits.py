@@ -1,21 +1,24 @@
-"""What clients may send the proxy: header limits, head deadline, idle keep-alive; and the
-codec path failing open whatever breaks in it (issue 15's defects, each with its test)."""
+"""What clients may send the proxy: header limits, head and body deadlines, idle keep-alive;
+the codec path failing open whatever breaks in it (issue 15's defects, each with its test);
+clients that leave mid-body and refusals in /metrics (issue 24)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
 import httpx
 import pytest
 
-from tokenlens.proxy.settings import ProxySettings
+from tokenlens.proxy.settings import MIN_BODY_RATE, ProxySettings
 
 from .conftest import KEY, MODEL, ProxyServer, RecordingUpstream, ThreadServer
+from .scripted import Conn, Scripted, answering, reply
 
 StartProxy = Callable[..., ProxyServer]
 
@@ -151,3 +154,127 @@ def test_an_idle_kept_alive_connection_lives_for_the_keep_alive_timeout(
     assert _read_all(sock) == b""  # closed once idle for the keep-alive timeout
     assert 1.5 < time.monotonic() - started < 6
     sock.close()
+
+
+# --- issue 24: request bodies, clients that leave, refusals in /metrics ----------------------
+
+
+def _refused(proxy: ProxyServer, status: int, reason: str) -> float:
+    metrics = httpx.get(f"{proxy.base_url}/metrics").text
+    prefix = f'tokenlens_refused_requests_total{{reason="{reason}",status="{status}"}} '
+    lines = [line for line in metrics.splitlines() if line.startswith(prefix)]
+    return float(lines[0].removeprefix(prefix)) if lines else 0.0
+
+
+def test_a_trickled_body_gets_a_408_at_the_body_timeout(
+    upstream: Callable[..., Scripted], start_proxy: StartProxy
+) -> None:
+    """Issue 24: 20 clients trickling a body at 1 byte/s held their connections (and, for a
+    body streamed through, the upstream's) for as long as they liked."""
+    srv = upstream(answering(lambda request: reply(body=b"got %d" % len(request.body))))
+    proxy = start_proxy(ProxySettings(upstream=srv.url, body_timeout_s=1.0))
+    head = b"POST /v1/messages/count_tokens HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n"
+    socks = [_connect(proxy) for _ in range(20)]
+    started = time.monotonic()
+    for sock in socks:
+        sock.sendall(head + b"{")
+    for _ in range(6):  # one byte every 0.25 s: progress, but far below any sane rate
+        time.sleep(0.25)
+        for sock in socks:
+            with contextlib.suppress(OSError):  # closed at the deadline
+                sock.sendall(b" ")
+    answers = [_read_all(sock) for sock in socks]
+    elapsed = time.monotonic() - started
+    assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), answers[0]
+    assert b"body not received in time" in answers[0]
+    assert 0.9 < elapsed < 5
+    for sock in socks:
+        sock.close()
+    assert srv.wait_ended(20)  # every upstream connection the bodies held was let go
+    assert _refused(proxy, 408, "body_timeout") == 20
+    with httpx.Client(base_url=proxy.base_url) as client:  # still serving, bodies and all
+        assert client.post("/v1/messages/count_tokens", content=b"{}").content == b"got 2"
+
+
+def test_a_slow_but_steady_large_upload_is_not_cut_off(
+    recording_upstream: tuple[RecordingUpstream, ThreadServer], start_proxy: StartProxy
+) -> None:
+    """The body deadline grows with what arrived (one second per MIN_BODY_RATE bytes)."""
+    recorder, upstream = recording_upstream
+    proxy = start_proxy(ProxySettings(upstream=upstream.base_url, body_timeout_s=0.5))
+    piece = MIN_BODY_RATE // 2  # half a second's worth of the minimum rate, 4 times a second
+
+    def body() -> Iterator[bytes]:
+        for _ in range(8):
+            time.sleep(0.25)
+            yield b"a" * piece
+
+    got = httpx.post(f"{proxy.base_url}/v1/other", content=body(), timeout=10)
+    assert got.status_code == 200
+    assert len(recorder.seen[-1].body) == 8 * piece
+
+
+def test_a_client_leaving_mid_body_is_not_an_upstream_failure(
+    upstream: Callable[..., Scripted],
+    start_proxy: StartProxy,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 24: a client that hung up halfway through its body was counted and logged as
+    `upstream unreachable`."""
+
+    async def handler(conn: Conn) -> None:
+        await conn.until_closed()  # reads what the proxy streams until the proxy lets go
+
+    srv = upstream(handler)
+    proxy = start_proxy(ProxySettings(upstream=srv.url, max_body_bytes=10))
+    for path in (b"/v1/messages/count_tokens", b"/v1/messages"):  # streamed through
+        sock = _connect(proxy)
+        sock.sendall(b"POST %b HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n" % path)
+        sock.sendall(b"{" + b" " * 200)
+        time.sleep(0.3)  # the upstream request is under way
+        sock.close()
+    assert srv.wait_ended(2)  # the proxy dropped both upstream requests
+    _wait_until(lambda: proxy.state.stats.client_gone == 2, f"{proxy.feed()}")
+    assert proxy.state.stats.upstream_unreachable == 0
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+    metrics = httpx.get(f"{proxy.base_url}/metrics").text
+    assert "upstream_error" not in metrics
+    assert 'outcome="pass_through",reason="client_disconnect"} 2.0' in metrics
+
+
+def test_refusals_made_before_the_app_are_counted(
+    recording_upstream: tuple[RecordingUpstream, ThreadServer], start_proxy: StartProxy
+) -> None:
+    """Issue 24: 400s and 431s answered before the app never reached /metrics."""
+    _, upstream = recording_upstream
+    proxy = start_proxy(
+        ProxySettings(
+            upstream=upstream.base_url,
+            max_header_bytes=16 * 1024,
+            max_header_count=20,
+            header_timeout_s=0.5,
+        )
+    )
+    for raw in (
+        b"NOT HTTP AT ALL\r\n\r\n",  # uvicorn's own 400
+        b"GET / HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 40_000,  # 431 while it arrives
+        b"GET / HTTP/1.1\r\nhost: x\r\n",  # and then nothing: 408
+    ):
+        sock = _connect(proxy)
+        with contextlib.suppress(OSError):
+            sock.sendall(raw)
+        assert _read_all(sock)[:12] in (b"HTTP/1.1 400", b"HTTP/1.1 431", b"HTTP/1.1 408")
+        sock.close()
+    many = {f"x-h{i}": "v" for i in range(30)}
+    assert httpx.get(f"{proxy.base_url}/v1/models", headers=many).status_code == 431
+    assert _refused(proxy, 400, "unparsable") == 1
+    assert _refused(proxy, 431, "head_too_large") == 1
+    assert _refused(proxy, 408, "head_timeout") == 1
+    assert _refused(proxy, 431, "header_limits") == 1
+
+
+def _wait_until(condition: Callable[[], bool], context: str = "", timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not reached in time {context}"
+        time.sleep(0.02)

@@ -13,12 +13,15 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from pathlib import Path
 
 import boto3
+import httpx
 import pytest
 import trustme
 import uvicorn
@@ -31,6 +34,7 @@ from starlette.routing import Route
 from tokenlens.cli import build_parser
 from tokenlens.errors import PolicyError, TokenLensError
 from tokenlens.policy import write_policy
+from tokenlens.proxy.policy_source import settled
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings, settings_from_args
 from tokenlens.testing import FakeAnthropic
@@ -219,6 +223,74 @@ def test_policy_from_http_uses_etags(
         server.stop()
 
 
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """`python -m http.server` (Last-Modified in whole seconds, no ETag) serving a folder."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: _answers(base), timeout=20)
+        yield folder, base
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(base: str) -> bool:
+    try:
+        httpx.get(base, timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def test_a_second_publish_within_one_second_is_picked_up_at_the_next_poll(
+    http_server: tuple[Path, str],
+) -> None:
+    """Issue 24.4: with only `Last-Modified` (whole seconds), two publishes within one
+    second used to look like one: every later poll got `304` and the second policy was
+    never loaded."""
+    folder, base = http_server
+    results: list[str] = []
+    for _attempt in range(10):  # both publishes must fall within one second of the clock
+        time.sleep(1.02 - time.time() % 1)  # just after a second begins
+        write_policy(standard_policy("cal-00000001"), folder)
+        first = int((folder / "latest.json").stat().st_mtime)
+        store = PolicyStore(f"{base}/latest.json")
+        write_policy(standard_policy("cal-00000002"), folder)
+        if int((folder / "latest.json").stat().st_mtime) == first:
+            break
+    else:
+        raise AssertionError("could not publish twice within one second in 10 tries")
+    assert store.policy.calibration_id == "cal-00000001"
+    store.on_poll(results.append)
+    assert store.refresh()  # the next poll
+    assert store.policy.calibration_id == "cal-00000002"
+    # once the second is over, Last-Modified validates again: unchanged polls cost a 304
+    time.sleep(1.1)
+    store.refresh()
+    store.refresh()
+    assert results[-1] == "not_modified"
+
+
+def test_last_modified_validates_only_once_its_second_is_over() -> None:
+    lm = "Wed, 21 Oct 2026 07:28:00 GMT"
+    assert settled(lm, "Wed, 21 Oct 2026 07:28:00 GMT") is None  # its own second
+    assert settled(lm, "Wed, 21 Oct 2026 07:28:01 GMT") == lm
+    assert settled(lm, None) == lm  # long past by our clock
+    assert settled(formatdate(time.time(), usegmt=True), None) is None
+    assert settled("yesterday", "Wed, 21 Oct 2026 07:28:01 GMT") is None
+    assert settled(None, None) is None
+
+
 def _settings(*argv: str) -> ProxySettings:
     return settings_from_args(build_parser().parse_args(["serve", *argv]))
 
@@ -240,6 +312,10 @@ def test_serve_reads_policy_urls_paths_and_the_new_flags(tmp_path: Path) -> None
         _settings("--access-log", str(tmp_path / "missing" / "a.jsonl"))
     with pytest.raises(TokenLensError, match="--reload-interval must be > 0"):
         _settings("--reload-interval", "0")
+    assert _settings("--body-timeout", "7.5").body_timeout_s == 7.5
+    assert _settings().body_timeout_s == 30.0
+    with pytest.raises(TokenLensError, match="body_timeout_s must be > 0"):
+        _settings("--body-timeout", "0")
 
 
 def test_a_policy_nested_beyond_the_parser_limit_is_a_policy_error(tmp_path: Path) -> None:

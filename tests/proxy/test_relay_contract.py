@@ -42,20 +42,6 @@ from .scripted import (
 StartProxy = Callable[..., ProxyServer]
 
 
-@pytest.fixture
-def upstream() -> Iterator[Callable[..., Scripted]]:
-    servers: list[Scripted] = []
-
-    def start(handler: Handler, ssl_context: ssl.SSLContext | None = None) -> Scripted:
-        server = Scripted(handler, ssl_context).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
 def _via(start_proxy: StartProxy, srv: Scripted, **settings: Any) -> ProxyServer:
     return start_proxy(ProxySettings(upstream=srv.url, **settings))
 

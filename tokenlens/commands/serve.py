@@ -151,6 +151,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(default %(default)s)",
     )
     parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=defaults.DEFAULT_BODY_TIMEOUT_S,
+        help="seconds a request's body may take after its headers, plus one for every "
+        f"{defaults.MIN_BODY_RATE // 1024} KiB received; slower gets 408 (default %(default)s)",
+    )
+    parser.add_argument(
         "--keep-alive-timeout",
         type=int,
         default=defaults.DEFAULT_KEEPALIVE_TIMEOUT_S,

@@ -35,7 +35,7 @@ from tokenlens.proxy.observe import Observer
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.redact import Redactor, load_rules
 from tokenlens.proxy.relay import error_response
-from tokenlens.proxy.server import header_problem
+from tokenlens.proxy.server import REFUSED_STATE, header_problem
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
 from tokenlens.proxy.stats import ProxyStats
@@ -104,11 +104,12 @@ def create_app(
     capture = _capture(settings)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         session = open_session(
             read_timeout_s=settings.upstream_timeout_s,
             connect_timeout_s=settings.connect_timeout_s,
             proxy=outbound_proxy(settings.upstream_base),
+            on_discard=lambda reason: metrics.upstream_discarded.labels(reason).inc(),
         )
         background = BackgroundWork(settings.background_limit, _count_drop(stats))
         access_log = AccessLog(settings.access_log) if settings.access_log else None
@@ -146,7 +147,8 @@ def create_app(
             _poll(store, settings.reload_interval_s, lambda: metrics.sync(stats))
         )
         try:
-            yield
+            # uvicorn hands its lifespan state to the protocol: refusals made there count too
+            yield {REFUSED_STATE: metrics.refused_request}
         finally:
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -212,6 +214,8 @@ class ProxyApp(Starlette):
         if scope["type"] == "http":
             problem = header_problem(scope["headers"], self.state.proxy.settings)
             if problem is not None:
+                self.state.proxy.observer.metrics.refused_request(431, "header_limits")
+                log.warning("request headers over the limits (431)")
                 await error_response(431, "invalid_request_error", problem)(scope, receive, send)
                 return
         path = scope.get("path", "")

@@ -248,7 +248,7 @@ class Capture:
             if replay is not None:
                 self._write_replay(digest, replay)
         elif isinstance(item, _Replay):
-            digest = body_digest(self.redactor.value(item.body))
+            digest = body_digest(self.redactor.request(item.body))
             if digest in self._recent:
                 self._write_replay(digest, item)
             else:  # its request's line may still be queued behind it
@@ -300,8 +300,8 @@ class Capture:
         answer = None
         if ex.complete and ex.status == 200 and arm == "none":
             answer = _answer_text(ex.response, content_type, encoding)
-        redacted = self.redactor.value(body)
-        model = body.get("model")
+        redacted = self.redactor.request(body)
+        model = redacted.get("model")  # the redacted one: a model name, or redacted text
         return {
             "kind": "request",
             "v": CAPTURE_SCHEMA_VERSION,

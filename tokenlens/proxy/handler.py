@@ -21,7 +21,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,11 +118,20 @@ async def _chain(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator
         yield chunk
 
 
-async def _then(body: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
-    """`body`, then `done()` once it has been read to the end."""
-    async for chunk in body:
-        yield chunk
-    done()
+async def _client_body(
+    body: AsyncIterator[bytes], watch: relay.ClientWatch
+) -> AsyncIterator[bytes]:
+    """The rest of a client's body as it streams upstream; the watch starts at its end.
+
+    A client that leaves mid-body breaks the upstream request too (aiohttp reports it as
+    its own connection error): `watch.gone` tells that apart from an upstream failure."""
+    try:
+        async for chunk in body:
+            yield chunk
+    except ClientDisconnect:
+        watch.gone = True
+        raise
+    watch.start()
 
 
 def _has_body(request: Request) -> bool:
@@ -175,14 +184,16 @@ class Handler:
             streamed = _has_body(request)
             content: bytes | AsyncIterator[bytes] = b""
             if streamed:
-                content = _then(request.stream(), watch.start)
+                content = _client_body(request.stream(), watch)
             else:
                 watch.start()
             return await self._forward(
                 request, content, keep_length=streamed, plan=None, watch=watch, obs=obs
             )
-        except ClientDisconnect:
+        except ClientDisconnect:  # left while sending its body (any upstream call is dropped)
+            stats.client_gone += 1
             obs.pass_through("client_disconnect")
+            log.debug("client left mid-body")
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
@@ -201,7 +212,7 @@ class Handler:
         if rest is not None:
             self.state.stats.passthrough["too_large"] += 1
             obs.pass_through("too_large")
-            content = _then(rest, watch.start)
+            content = _client_body(rest, watch)
             return await self._forward(
                 request, content, keep_length=True, plan=None, watch=watch, obs=obs
             )
@@ -354,13 +365,16 @@ class Handler:
                 data=content or None,
                 allow_redirects=False,
             )
-        except TIMEOUT_ERRORS as exc:
-            stats.upstream_unreachable += 1
-            obs.upstream_error("timeout")
-            log.warning("upstream timed out (%s)", type(exc).__name__)
-            return relay.error_response(504, "timeout_error", "tokenlens proxy: upstream timed out")
         except UPSTREAM_ERRORS as exc:
+            if watch.gone:  # the client's body broke off, not the upstream
+                raise ClientDisconnect from exc
             stats.upstream_unreachable += 1
+            if isinstance(exc, TIMEOUT_ERRORS):
+                obs.upstream_error("timeout")
+                log.warning("upstream timed out (%s)", type(exc).__name__)
+                return relay.error_response(
+                    504, "timeout_error", "tokenlens proxy: upstream timed out"
+                )
             obs.upstream_error(f"unreachable:{type(exc).__name__}")
             log.warning("upstream unreachable (%s)", type(exc).__name__)
             return relay.error_response(
@@ -376,8 +390,20 @@ class Handler:
             return relay.error_response(
                 502, "api_error", f"tokenlens proxy: upstream answered {status} unasked"
             )
-        stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
         out_headers = relay.response_headers(upstream.raw_headers)
+        if relay.unsendable(out_headers):
+            upstream.close()
+            stats.upstream_broken += 1
+            obs.upstream_error("bad_header")
+            log.warning(
+                "upstream answer %d carried a header no HTTP server may send (a control "
+                "character or separator); answering 502",
+                status,
+            )
+            return relay.error_response(
+                502, "api_error", "tokenlens proxy: the upstream's answer carried an invalid header"
+            )
+        stats.upstream_status[_STATUS_CLASS.get(status // 100) or f"{status // 100}xx"] += 1
         if plan is not None:
             out_headers += plan.extra_headers
         if log.isEnabledFor(logging.DEBUG):

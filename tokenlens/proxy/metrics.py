@@ -204,6 +204,20 @@ class ProxyMetrics:
             "Background jobs (measure, judge) dropped because the limit was reached.",
             registry=registry,
         )
+        self.upstream_discarded = Counter(
+            "tokenlens_upstream_connections_discarded",
+            "Pooled upstream connections closed at reuse because data nobody asked for "
+            "arrived on them while idle (the request went out on another).",
+            ["reason"],
+            registry=registry,
+        )
+        self.refused = Counter(
+            "tokenlens_refused_requests",
+            "Requests answered before the relay saw them: 400 unparsable, 408 head or body "
+            "too slow, 431 headers over the limits.",
+            ["status", "reason"],
+            registry=registry,
+        )
         self.workers = Gauge(
             "tokenlens_workers",
             "Proxy worker processes serving this port.",
@@ -236,6 +250,9 @@ class ProxyMetrics:
                 self.unpriced.inc()
             else:
                 self.dollars.labels(obs.task_class).inc(dollars)
+
+    def refused_request(self, status: int, reason: str) -> None:
+        self.refused.labels(str(status), reason).inc()
 
     # --- policy ------------------------------------------------------------------------
 

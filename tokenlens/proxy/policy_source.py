@@ -21,7 +21,9 @@ import asyncio
 import hashlib
 import os
 import threading
+import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -188,7 +190,9 @@ class HttpSource:
                     )
                 body = await response.read()
                 etag = response.headers.get("ETag")
-                last_modified = response.headers.get("Last-Modified")
+                last_modified = settled(
+                    response.headers.get("Last-Modified"), response.headers.get("Date")
+                )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise PolicySourceError(
                 f"{self.location}: policy URL unreachable ({type(exc).__name__})"
@@ -205,6 +209,26 @@ class HttpSource:
             return Checked("changed", body.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise PolicyError(f"{self.location}: policy is not UTF-8 text") from exc
+
+
+def settled(last_modified: str | None, date: str | None) -> str | None:
+    """`last_modified` when it can validate the next check, else None (send no
+    `If-Modified-Since`; the text's own digest still tells a change from none).
+
+    `Last-Modified` counts whole seconds: a policy published twice within one second keeps
+    the first one's value, and a server asked "modified since then?" answers 304 for ever
+    (`python -m http.server` does). A value is trusted only once its second is over when
+    the answer was made: when it is earlier than the answer's `Date` (RFC 9110, 8.8.2.2:
+    otherwise it is a weak validator), or without a `Date`, earlier than our own clock.
+    """
+    if last_modified is None:
+        return None
+    try:
+        modified = parsedate_to_datetime(last_modified).timestamp()
+        answered = parsedate_to_datetime(date).timestamp() if date else time.time() - 1.0
+    except (TypeError, ValueError, IndexError):
+        return None
+    return last_modified if modified < answered else None
 
 
 # --- s3 --------------------------------------------------------------------------------

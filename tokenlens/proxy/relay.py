@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE
 from yarl import URL
 
 #: RFC 9110 hop-by-hop headers, plus ones the server in front of us sets itself.
@@ -74,6 +75,27 @@ def _text(raw: bytes) -> str:
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """Upstream headers to send back (lower-cased, as ASGI wants them)."""
     return [(name, value) for key, value in raw if (name := key.lower()) not in _DROP_RESPONSE]
+
+
+#: The bytes uvicorn refuses in a response header's name and value, taken from its own
+#: patterns (single-byte classes), for a `bytes.translate` check: ~5x faster than `re`.
+_BAD_NAME = bytes(b for b in range(256) if HEADER_RE.match(bytes([b])))
+_BAD_VALUE = bytes(b for b in range(256) if HEADER_VALUE_RE.match(bytes([b])))
+
+
+def unsendable(headers: list[tuple[bytes, bytes]]) -> bool:
+    """True when the server in front of the client would refuse to write one of `headers`.
+
+    uvicorn checks every response header against two patterns (control characters,
+    separators in names) and raises once the response has been started, which leaves the
+    client with nothing at all; checked here first, the client gets a 502 it can read.
+    One pass over all names and one over all values (`x` is allowed in both).
+    """
+    names = b"x".join([name for name, _ in headers])
+    values = b"x".join([value for _, value in headers])
+    return len(names.translate(None, _BAD_NAME)) != len(names) or len(
+        values.translate(None, _BAD_VALUE)
+    ) != len(values)
 
 
 def call_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:

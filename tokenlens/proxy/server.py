@@ -1,10 +1,11 @@
 """The proxy's server side: uvicorn's settings, and the limits uvicorn does not have.
 
 uvicorn (httptools) gives us an idle keep-alive timeout (`timeout_keep_alive`) but no
-deadline for a request's head to arrive and no cap on its size: a client trickling one
-header byte at a time holds a connection forever (slowloris), and a 4 MB header is read
-whole into memory. uvicorn's maintainers chose not to add these (its issue #157), so
-`GuardedHttpToolsProtocol` adds two things to uvicorn's own protocol class, which
+deadline for a request's head or body to arrive and no cap on the head's size: a client
+trickling one header byte at a time holds a connection forever (slowloris), one trickling
+its body holds it and the upstream connection its body streams into, and a 4 MB header is
+read whole into memory. uvicorn's maintainers chose not to add these (its issue #157), so
+`GuardedHttpToolsProtocol` adds three things to uvicorn's own protocol class, which
 uvicorn accepts through `Config(http=...)` (`ProxyServerConfig` sets it up, and carries
 the limits with it, also to worker processes):
 
@@ -13,11 +14,20 @@ the limits with it, also to worker processes):
   complete; past it the client gets `408` and the connection closes (a new connection
   that sends nothing is closed; an idle kept-alive one is uvicorn's keep-alive timeout's);
 - a cap on the bytes received while the head is incomplete (a memory bound); past it the
-  client gets `431`.
+  client gets `431`;
+- a deadline for the body: `body_timeout_s` after the head, plus a second for every
+  `MIN_BODY_RATE` bytes that arrived; past it the client gets `408` (or, if its answer
+  has started, a closed connection). When the deadline finds uvicorn not reading (the app
+  is not taking the body yet: not the client's delay), the clock starts again.
 
-Parsing stays uvicorn's and httptools'; these are a timer and a byte count. The exact
+Parsing stays uvicorn's and httptools'; these are timers and byte counts. The exact
 limits (header count and total size) are checked on the parsed headers at the ASGI
 level (`header_problem`), where the answer can be an Anthropic-shaped error.
+
+Requests answered here never reach the app, so its metrics would not see them: the app
+puts a callback into uvicorn's lifespan state (`REFUSED_STATE`), which uvicorn hands to
+this protocol as `app_state`, and every refusal (ours, and uvicorn's own `400` for a
+request it cannot parse) is reported through it.
 """
 
 from __future__ import annotations
@@ -29,24 +39,34 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from tokenlens.proxy.settings import (
+    DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_HEADER_BYTES,
+    MIN_BODY_RATE,
     ProxySettings,
 )
 
+#: The lifespan-state key of the app's `refused(status, reason)` callback.
+REFUSED_STATE = "tokenlens.refused"
+
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a head deadline and a head size cap."""
+    """uvicorn's httptools protocol with head and body deadlines and a head size cap."""
 
     _head_timer: asyncio.TimerHandle | None = None
     _awaiting_head = False  # between requests: the next bytes start a request's head
     _head_bytes = 0
+    _body_timer: asyncio.TimerHandle | None = None
+    _body_pending = False  # the head is in, the body is not (yet) complete
+    _body_started = 0.0
+    _body_bytes = 0
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
         limits = config if isinstance(config, ProxyServerConfig) else None
         self.head_timeout_s = limits.head_timeout_s if limits else DEFAULT_HEADER_TIMEOUT_S
         self.max_head_bytes = limits.max_head_bytes if limits else DEFAULT_MAX_HEADER_BYTES
+        self.body_timeout_s = limits.body_timeout_s if limits else DEFAULT_BODY_TIMEOUT_S
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -55,6 +75,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_deadline()
+        self._body_done()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -65,18 +86,35 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         super().data_received(data)
         if awaiting and self._awaiting_head and self._head_bytes > self.max_head_bytes:
-            self._refuse(431, "Request header fields too large.")
+            self._refuse(431, "head_too_large", "Request header fields too large.")
+        elif self._body_pending and self._body_timer is None:
+            # a body still to come (one that came with its head never needs a timer)
+            self._body_timer = self.loop.call_at(self._body_deadline(), self._body_late)
 
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
         self._stop_deadline()
         super().on_headers_complete()
+        self._body_pending, self._body_started, self._body_bytes = True, self.loop.time(), 0
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._body_done()
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         idle = self.cycle is None or self.cycle.response_complete
         if idle and not self.transport.is_closing():
             self._await_head()  # idle until then: uvicorn's keep-alive timeout applies
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request it cannot parse: reported, then sent as uvicorn does."""
+        self._report(400, "unparsable")
+        super().send_400_response(msg)
 
     def _await_head(self) -> None:
         self._awaiting_head = True
@@ -94,16 +132,49 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _head_late(self) -> None:
         self._head_timer = None
         if self._head_bytes:
-            self._refuse(408, "Request headers not received in time.")
+            self._refuse(408, "head_timeout", "Request headers not received in time.")
         elif not self.transport.is_closing():
             self.transport.close()  # nothing was asked: nothing to answer
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _body_deadline(self) -> float:
+        return self._body_started + self.body_timeout_s + self._body_bytes / MIN_BODY_RATE
+
+    def _body_done(self) -> None:
+        self._body_pending = False
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_late(self) -> None:
+        self._body_timer = None
+        if not self._body_pending or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self.flow.read_paused:  # the app is not taking the body: not the client's delay
+            self._body_started, self._body_bytes = now, 0  # the clock starts again
+        if now < (deadline := self._body_deadline()):
+            self._body_timer = self.loop.call_at(deadline, self._body_late)
+            return
+        self._body_pending = False
+        if self.cycle is not None and self.cycle.response_started:
+            self._report(408, "body_timeout")
+            self.logger.warning("Request body not received in time (408); connection closed")
+            self.transport.close()  # its answer has begun: all that is left is to stop
+        else:
+            self._refuse(408, "body_timeout", "Request body not received in time.")
+
+    def _report(self, status: int, reason: str) -> None:
+        refused = self.app_state.get(REFUSED_STATE)
+        if refused is not None:
+            refused(status, reason)
+
+    def _refuse(self, status: int, reason: str, message: str) -> None:
         """Answer `status` with a one-line reason and close, as uvicorn answers a 400."""
         self._awaiting_head = False
         self._stop_deadline()
         if self.transport.is_closing():
             return
+        self._report(status, reason)
         self.logger.warning("%s (%d); connection closed", message, status)
         body = message.encode("ascii")
         self.transport.write(
@@ -126,6 +197,7 @@ class ProxyServerConfig(uvicorn.Config):
     def __init__(self, app: Any, settings: ProxySettings, **options: Any) -> None:
         self.head_timeout_s = settings.header_timeout_s
         self.max_head_bytes = settings.max_header_bytes
+        self.body_timeout_s = settings.body_timeout_s
         defaults: dict[str, Any] = {
             "host": settings.host,
             "port": settings.port,

@@ -43,6 +43,11 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_MAX_HEADER_COUNT = 100
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_HEADER_TIMEOUT_S = 10.0
+#: A request's body must arrive within this many seconds of its head, plus one second for
+#: every `MIN_BODY_RATE` bytes received (a slow trickle is cut off; a large upload on a
+#: slow link is not), as Apache's mod_reqtimeout does.
+DEFAULT_BODY_TIMEOUT_S = 30.0
+MIN_BODY_RATE = 16 * 1024
 DEFAULT_KEEPALIVE_TIMEOUT_S = 5
 #: Bounded background work (measure and shadow judge): excess is dropped, never queued.
 DEFAULT_BACKGROUND_LIMIT = 8
@@ -80,6 +85,7 @@ class ProxySettings:
     max_header_count: int = DEFAULT_MAX_HEADER_COUNT
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     keepalive_timeout_s: int = DEFAULT_KEEPALIVE_TIMEOUT_S
     background_limit: int = DEFAULT_BACKGROUND_LIMIT
     host: str = DEFAULT_HOST
@@ -110,7 +116,12 @@ class ProxySettings:
                 f"need 1 <= judge_min_pairs ({self.judge_min_pairs}) <= judge_window "
                 f"({self.judge_window})"
             )
-        for name in ("upstream_timeout_s", "connect_timeout_s", "header_timeout_s"):
+        for name in (
+            "upstream_timeout_s",
+            "connect_timeout_s",
+            "header_timeout_s",
+            "body_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("max_header_count", "max_header_bytes", "keepalive_timeout_s"):
@@ -199,6 +210,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
             max_header_count=args.max_header_count,
             max_header_bytes=args.max_header_bytes,
             header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
             keepalive_timeout_s=args.keep_alive_timeout,
             host=args.host,
             port=args.port,

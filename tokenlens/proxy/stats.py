@@ -95,7 +95,8 @@ class ProxyStats:
         self.fail_opens: Counter[str] = Counter()
         self.upstream_status: Counter[str] = Counter()
         self.upstream_unreachable = 0
-        #: Upstream answers that broke off or stalled mid-body (the client's was aborted).
+        #: Upstream answers that broke off or stalled mid-body (the client's was aborted), or
+        #: carried a header no server may send (the client got a 502).
         self.upstream_broken = 0
         #: Clients that left before their answer was whole (their upstream call cancelled).
         self.client_gone = 0
