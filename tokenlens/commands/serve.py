@@ -60,6 +60,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also apply ? (provisional) policy entries; by default they get `safe` only",
     )
     parser.add_argument(
+        "--allow-offline-policy",
+        action="store_true",
+        help="apply a policy calibrated offline on the embedded local model (refused by "
+        "default: its numbers describe a tiny model, not Claude); for demos",
+    )
+    parser.add_argument(
         "--compress",
         metavar="ARM",
         default=None,
@@ -232,6 +238,7 @@ def build_settings(args: argparse.Namespace) -> ProxySettings:
             access_log=args.access_log,
             workers=args.workers,
             allow_provisional=args.allow_provisional,
+            allow_offline_policy=args.allow_offline_policy,
             override_arm=override,
             measure=args.measure,
             judge=args.judge,
@@ -327,7 +334,7 @@ def _run_workers(args: argparse.Namespace, settings: ProxySettings) -> int:
     from tokenlens.proxy.workers import run_workers
 
     if settings.policy_location is not None:
-        PolicyStore(settings.policy_location)
+        PolicyStore(settings.policy_location, allow_offline=settings.allow_offline_policy)
     if settings.judge:
         log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
     log.info(

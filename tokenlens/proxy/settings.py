@@ -56,6 +56,9 @@ class ProxySettings:
     upstream: str = DEFAULT_UPSTREAM
     policy_path: Path | None = None
     allow_provisional: bool = False
+    #: Apply a policy calibrated on the embedded local model (refused by default: its
+    #: numbers describe a tiny model, not Claude).
+    allow_offline_policy: bool = False
     #: `--compress ARM --rate R`: one arm for every request. With a policy as well, the
     #: policy still gives each class its bar (the shadow judge's fallback) and the
     #: dashboard its calibrated figures; only its choice of arm is overridden.
