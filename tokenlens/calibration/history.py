@@ -151,6 +151,63 @@ def load_history(
     return states[-last:] if last > 0 else states
 
 
+#: Recorded settings that change what a run's numbers mean or how they were decided
+#: (`CalibrationConfig` keys); the rest (concurrency, spend cap, where files go, the seed,
+#: the policy age limit) do not, and are not compared.
+COMPARED_SETTINGS = (
+    "tasks",
+    "classes",
+    "max_tasks_per_class",
+    "shortest_tasks_first",
+    "methods",
+    "rates",
+    "repeats",
+    "backend",
+    "max_tokens",
+    "temperature",
+    "judge_both_orders",
+    "judge_twice",
+    "design",
+    "llmlingua_model",
+)
+#: Settings whose change makes two runs' readings incomparable (another instrument): no
+#: interval is flagged as "moved" across such a change.
+INSTRUMENT_SETTINGS = ("model", "backend", "judge")
+
+
+def run_settings(state: RunState) -> dict[str, Any]:
+    """What a run measured with: the policy's model, deciding judge, tolerance and mode,
+    then the recorded settings of `COMPARED_SETTINGS`."""
+    config = state.manifest.config
+    found: dict[str, Any] = {
+        "model": state.policy.model,
+        "judge": state.policy.judge,
+        "judges": config.get("judge"),
+        "tolerance": state.policy.tolerance,
+        "mode": state.policy.mode,
+    }
+    found.update({key: config.get(key) for key in COMPARED_SETTINGS})
+    return found
+
+
+def _setting_text(key: str, value: Any) -> str:
+    if key == "tolerance" and isinstance(value, int | float):
+        return pct(float(value))
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "[]"
+    return "none" if value is None else str(value)
+
+
+def settings_changes(a: RunState, b: RunState) -> dict[str, str]:
+    """Setting -> `before → after`, for every compared setting that differs."""
+    before, after = run_settings(a), run_settings(b)
+    return {
+        key: f"{_setting_text(key, before[key])} → {_setting_text(key, after[key])}"
+        for key in before
+        if before[key] != after.get(key)
+    }
+
+
 @dataclass(frozen=True)
 class HistoryRow:
     """One class in one run, as the history table shows it."""
@@ -169,6 +226,9 @@ class HistoryRow:
     flags: list[str] = field(default_factory=list)
     #: Other changes (verdict, chosen arm): worth a look, but noise can cause them.
     notes: list[str] = field(default_factory=list)
+    #: Settings that differ from the previous run's (judge, tolerance, ...), as
+    #: `name before → after`; an instrument change also silences the flags.
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 def tracked_arm(states: Sequence[RunState], task_class: str) -> str | None:
@@ -182,13 +242,22 @@ def tracked_arm(states: Sequence[RunState], task_class: str) -> str | None:
 
 def _changes(previous: HistoryRow | None, row: HistoryRow, arm_text: str) -> None:
     """Fill `row.flags` (significant: an interval stopped overlapping) and `row.notes`
-    (a verdict or arm that changed, which noise alone can do)."""
+    (a verdict or arm that changed, which noise alone can do). Across a change of model
+    or judge the readings come from another instrument: nothing is flagged, the note
+    says why."""
     if previous is None:
         return
-    if overlaps(previous.retention, row.retention) is False:
-        row.flags.append(f"retention of {arm_text} moved")
-    if overlaps(previous.floor, row.floor) is False:
-        row.flags.append("noise floor moved")
+    instrument = [key for key in INSTRUMENT_SETTINGS if key in row.settings]
+    if row.settings:
+        changed = "; ".join(f"{key} {text}" for key, text in row.settings.items())
+        row.notes.append(f"settings changed: {changed}")
+    if instrument:
+        row.notes.append(f"not comparable with the run before ({', '.join(instrument)} changed)")
+    else:
+        if overlaps(previous.retention, row.retention) is False:
+            row.flags.append(f"retention of {arm_text} moved")
+        if overlaps(previous.floor, row.floor) is False:
+            row.flags.append("noise floor moved")
     if previous.verdict != row.verdict:
         row.notes.append(f"verdict {previous.verdict} → {row.verdict}")
     elif previous.chosen != row.chosen:
@@ -208,6 +277,7 @@ def history_rows(states: Sequence[RunState], task_class: str | None = None) -> l
         arm = tracked_arm(states, name)
         label = arm_label(arm) if arm else "—"
         previous: HistoryRow | None = None
+        previous_state: RunState | None = None
         for state in states:
             cls = state.classes.get(name)
             if cls is None:
@@ -225,10 +295,11 @@ def history_rows(states: Sequence[RunState], task_class: str | None = None) -> l
                 if arm
                 else Reading(None, None, None),
                 floor=cls.floor,
+                settings=settings_changes(previous_state, state) if previous_state else {},
             )
             _changes(previous, row, label)
             rows.append(row)
-            previous = row
+            previous, previous_state = row, state
     return rows
 
 
@@ -243,6 +314,24 @@ HISTORY_HEADER = (
     "noise floor [95%]",
     "change",
 )
+
+
+def mixed_settings(states: Sequence[RunState]) -> list[str]:
+    """`judge: metric (2 runs), claude-haiku-4-5 (1 run)` per setting that is not the same
+    in every run shown: one timeline, but not one instrument or rule."""
+    lines = []
+    values = [run_settings(state) for state in states]
+    for key in values[0] if values else {}:
+        seen: dict[str, int] = {}
+        for found in values:
+            text = _setting_text(key, found.get(key))
+            seen[text] = seen.get(text, 0) + 1
+        if len(seen) > 1:
+            counts = ", ".join(
+                f"{text} ({n} run{'s' if n > 1 else ''})" for text, n in seen.items()
+            )
+            lines.append(f"{key}: {counts}")
+    return lines
 
 
 def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
@@ -321,10 +410,17 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
         f"{a.run_id} (calibration {a.manifest.calibration_id}, seed {a.manifest.seed}) → "
         f"{b.run_id} (calibration {b.manifest.calibration_id}, seed {b.manifest.seed})"
     ]
-    if a.policy.model != b.policy.model or a.policy.judge != b.policy.judge:
-        lines.append(
-            f"model {a.policy.model} → {b.policy.model}; judge {a.policy.judge} → {b.policy.judge}"
-        )
+    changed = settings_changes(a, b)
+    if changed:
+        lines.append("settings changed: " + "; ".join(f"{k} {v}" for k, v in changed.items()))
+        instrument = [key for key in INSTRUMENT_SETTINGS if key in changed]
+        if instrument:
+            lines.append(
+                f"  the readings come from different instruments ({', '.join(instrument)}): "
+                "a moved interval may be the instrument, not the compression"
+            )
+    else:
+        lines.append("settings: the same (model, judge, tolerance, mode, tasks, ladder, repeats)")
     for change in compare_states(a, b):
         mark = "⚠ " if change.significant else ""
         lines.append("")
