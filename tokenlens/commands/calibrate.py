@@ -220,14 +220,28 @@ def run(args: argparse.Namespace) -> int:
             raise TokenLensError(
                 f"--out {args.out}: a --dry-run publishes no policy to write; drop one of them"
             )
+        from tokenlens.calibration.session import offline_defaults
         from tokenlens.dryrun import run_dry_run
 
+        # The same narrowing a real run applies, so the plan counts what the run will pay.
+        config, notes = offline_defaults(config)
+        _say_offline_defaults(notes)
         return run_dry_run(config)
     if args.out is not None and not args.out.parent.is_dir():
         raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
+
+
+def _say_offline_defaults(notes: list[str]) -> None:
+    if notes:
+        print(
+            "Offline default run (the embedded model takes seconds per answer): "
+            + "; ".join(notes)
+            + ".",
+            file=sys.stderr,
+        )
 
 
 def run_calibration(
@@ -258,13 +272,7 @@ def run_calibration(
             logging.getLogger(noisy).setLevel(logging.WARNING)
         if resume is None:
             config, notes = offline_defaults(config)
-            if notes:
-                print(
-                    "Offline default run (the embedded model takes seconds per answer): "
-                    + "; ".join(notes)
-                    + ".",
-                    file=sys.stderr,
-                )
+            _say_offline_defaults(notes)
         params = flow_parameters(
             config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
         )
