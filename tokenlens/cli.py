@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "serve",
     "review",
     "classify",
+    "fake-upstream",
 )
 
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"tokenlens.commands.{name}")
+        module = importlib.import_module(f"tokenlens.commands.{name.replace('-', '_')}")
         module.register(sub)
     return parser
 

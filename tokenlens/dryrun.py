@@ -4,8 +4,9 @@ No key and no model calls are needed. Token counts are offline estimates (see
 `tokenlens.tokens.TOKENIZER_NOTE`); with an Anthropic key configured and the anthropic
 backend chosen, the cleartext and compressed bodies are also counted exactly with the
 free ``count_tokens`` endpoint, `COUNT_CONCURRENCY` calls at a time with a progress line
-on stderr (one at a time, ~200 bodies took ~50 s). An arm that cannot run here (LLMLingua-2 without its
-model) is listed as unavailable with the reason, and left out of the call plan.
+on stderr (one at a time, ~200 bodies took ~50 s). An arm that cannot run here
+(LLMLingua-2 without its model) is listed as unavailable with the reason, and left out of
+the call plan.
 
 The call plan is the calibration's own (`tokenlens.calibration.estimate.plan_calls`, the
 same function behind the flow's estimate and spend lines): distinct answer requests of
