@@ -129,3 +129,17 @@ def test_the_offline_dry_run_plans_the_calls_the_offline_run_pays(
     paid = re.search(r"\((\d+) new calls this run\)", out)
     assert paid, out
     assert int(paid.group(1)) == planned, f"{time.monotonic() - started:.0f} s"
+
+
+def test_max_policy_age_is_an_option_of_calibrate(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenlens.cli import build_parser
+    from tokenlens.commands.calibrate import config_from_args
+
+    parser = build_parser()
+    ages = [
+        config_from_args(parser.parse_args(["calibrate", *extra])).max_policy_age
+        for extra in ([], ["--max-policy-age", "3"], ["--max-policy-age", "none"])
+    ]
+    assert ages == [7.0, 3.0, None]
+    assert main(["calibrate", "--max-policy-age", "0", "--dry-run"]) == 2
+    assert "--max-policy-age: Input should be greater than 0" in capsys.readouterr().err

@@ -27,6 +27,19 @@ def _rates(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"rates must be numbers like 0.8,0.6: {exc}") from exc
 
 
+#: `--max-policy-age none`: no age limit.
+NO_LIMIT = "none"
+
+
+def _days(text: str) -> float | str:
+    if text.strip().lower() == NO_LIMIT:
+        return NO_LIMIT
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"a number of days or `none`, got {text!r}") from exc
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "calibrate",
@@ -93,6 +106,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="also write the published policy to FILE (for `serve --policy FILE`)",
     )
+    parser.add_argument(
+        "--max-policy-age",
+        type=_days,
+        default=None,
+        metavar="DAYS",
+        help="days a certified policy entry stays in force without a run re-certifying it; "
+        "a run that cannot measure a class carries its last entry over until then "
+        "(default 7; `none`: no limit)",
+    )
     parser.add_argument("--llmlingua-model", default=None)
     parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
     parser.add_argument(
@@ -156,6 +178,8 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "seed": args.seed,
     }
     fields.update({key: value for key, value in optional.items() if value is not None})
+    if args.max_policy_age is not None:
+        fields["max_policy_age"] = None if args.max_policy_age == NO_LIMIT else args.max_policy_age
     try:
         return CalibrationConfig(**fields)
     except ValidationError as exc:
