@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from flows.calibrate import calibrate, flow_parameters
+from tokenlens.calibration.history import history_cells, history_rows, load_history
 from tokenlens.calibration.result import CalibrationResult
 from tokenlens.compress.arms import Arm
 from tokenlens.config import CalibrationConfig
@@ -101,6 +102,11 @@ def test_an_outage_night_keeps_the_last_certified_entry_until_its_age_limit(
         store.policy, "extraction", override=None, allow_provisional=False, fallen_back=False
     )
     assert choice.arm == Arm("prune", 0.5)
+
+    # `tokenlens history` does not show the carried entry as this night's verdict.
+    [row] = [r for r in history_rows(load_history(config.store, config.reports), "extraction")]
+    assert row.carried_from == good.run_id
+    assert f"(carried over from {good.run_id})" in history_cells([row])[0][2]
 
     # A second bad night: still carried, since the first one.
     again = run(config, fresh_sample=True)

@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tokenlens.cli import main
 from tokenlens.errors import PolicyError
 from tokenlens.policy import CarriedOver, Policy, PolicyEntry, write_policy
 from tokenlens.proxy.app import create_app
@@ -23,7 +24,15 @@ from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.testing import FakeAnthropic
 
-from .conftest import ProxyServer, SdkFor, ThreadServer, entry, make_policy, messages_body
+from .conftest import (
+    ProxyServer,
+    SdkFor,
+    ThreadServer,
+    entry,
+    free_port,
+    make_policy,
+    messages_body,
+)
 from .test_metrics import scrape, value
 from .test_policy_source import BUCKET, EtagServer, _put, s3  # noqa: F401 - the s3 fixture
 
@@ -130,13 +139,27 @@ def offline_policy(*, backend: str | None = "local") -> Policy:
     )
 
 
-def test_serve_refuses_an_offline_policy_and_says_why(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_serve_refuses_an_offline_policy_and_says_why(tmp_path: Path) -> None:
     write_policy(offline_policy(), tmp_path / "policy")
     latest = str(tmp_path / "policy" / "latest.json")
-    assert main(["serve", "--policy", latest]) == 2
-    err = capsys.readouterr().err
+    # A process of its own: were the policy accepted, it would serve until killed.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tokenlens",
+            "serve",
+            "--policy",
+            latest,
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    err = done.stderr
     assert "refused" in err and "embedded local model" in err and "not Claude" in err
     assert "--allow-offline-policy" in err
     # A file from before the `backend` field is judged by its model name.

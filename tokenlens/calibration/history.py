@@ -20,6 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from tokenlens.calibration.run_settings import (
+    INSTRUMENT_SETTINGS,
+    settings_changes,
+)
 from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
@@ -67,6 +71,8 @@ class ClassState:
     arms: dict[str, Reading]
     reductions: dict[str, float | None]
     gentlest: str | None  # the first arm of the walk that saved tokens
+    #: The run whose entry this run carried over (it could not measure the class).
+    carried_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,11 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
             arms=arms,
             reductions={r["arm"]: _num(r["reduction"]) for r in mine},
             gentlest=walked[0]["arm"] if walked else None,
+            carried_from=(
+                entry.carried_over.from_run or entry.carried_over.from_calibration
+                if entry.carried_over
+                else None
+            ),
         )
     return RunState(manifest, policy, classes)
 
@@ -151,63 +162,6 @@ def load_history(
     return states[-last:] if last > 0 else states
 
 
-#: Recorded settings that change what a run's numbers mean or how they were decided
-#: (`CalibrationConfig` keys); the rest (concurrency, spend cap, where files go, the seed,
-#: the policy age limit) do not, and are not compared.
-COMPARED_SETTINGS = (
-    "tasks",
-    "classes",
-    "max_tasks_per_class",
-    "shortest_tasks_first",
-    "methods",
-    "rates",
-    "repeats",
-    "backend",
-    "max_tokens",
-    "temperature",
-    "judge_both_orders",
-    "judge_twice",
-    "design",
-    "llmlingua_model",
-)
-#: Settings whose change makes two runs' readings incomparable (another instrument): no
-#: interval is flagged as "moved" across such a change.
-INSTRUMENT_SETTINGS = ("model", "backend", "judge")
-
-
-def run_settings(state: RunState) -> dict[str, Any]:
-    """What a run measured with: the policy's model, deciding judge, tolerance and mode,
-    then the recorded settings of `COMPARED_SETTINGS`."""
-    config = state.manifest.config
-    found: dict[str, Any] = {
-        "model": state.policy.model,
-        "judge": state.policy.judge,
-        "judges": config.get("judge"),
-        "tolerance": state.policy.tolerance,
-        "mode": state.policy.mode,
-    }
-    found.update({key: config.get(key) for key in COMPARED_SETTINGS})
-    return found
-
-
-def _setting_text(key: str, value: Any) -> str:
-    if key == "tolerance" and isinstance(value, int | float):
-        return pct(float(value))
-    if isinstance(value, list | tuple):
-        return ",".join(map(str, value)) or "[]"
-    return "none" if value is None else str(value)
-
-
-def settings_changes(a: RunState, b: RunState) -> dict[str, str]:
-    """Setting -> `before → after`, for every compared setting that differs."""
-    before, after = run_settings(a), run_settings(b)
-    return {
-        key: f"{_setting_text(key, before[key])} → {_setting_text(key, after[key])}"
-        for key in before
-        if before[key] != after.get(key)
-    }
-
-
 @dataclass(frozen=True)
 class HistoryRow:
     """One class in one run, as the history table shows it."""
@@ -219,6 +173,7 @@ class HistoryRow:
     verdict: str
     chosen: str
     tracked_arm: str
+    carried_from: str | None
     reduction: float | None
     retention: Reading
     floor: Reading
@@ -289,6 +244,7 @@ def history_rows(states: Sequence[RunState], task_class: str | None = None) -> l
                 fresh_sample=state.manifest.fresh_sample,
                 verdict=cls.verdict,
                 chosen=arm_label(cls.chosen) if cls.chosen else "none",
+                carried_from=cls.carried_from,
                 tracked_arm=label,
                 reduction=cls.reductions.get(arm) if arm else None,
                 retention=cls.arms.get(arm, Reading(None, None, None))
@@ -316,31 +272,14 @@ HISTORY_HEADER = (
 )
 
 
-def mixed_settings(states: Sequence[RunState]) -> list[str]:
-    """`judge: metric (2 runs), claude-haiku-4-5 (1 run)` per setting that is not the same
-    in every run shown: one timeline, but not one instrument or rule."""
-    lines = []
-    values = [run_settings(state) for state in states]
-    for key in values[0] if values else {}:
-        seen: dict[str, int] = {}
-        for found in values:
-            text = _setting_text(key, found.get(key))
-            seen[text] = seen.get(text, 0) + 1
-        if len(seen) > 1:
-            counts = ", ".join(
-                f"{text} ({n} run{'s' if n > 1 else ''})" for text, n in seen.items()
-            )
-            lines.append(f"{key}: {counts}")
-    return lines
-
-
 def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
     """The history table's cells as text (shared by the CLI and the trend artifact)."""
     return [
         [
             row.task_class,
             row.run_id + (" (fresh)" if row.fresh_sample else ""),
-            f"{VERDICT_MARK[row.verdict]} {row.verdict}",
+            f"{VERDICT_MARK[row.verdict]} {row.verdict}"
+            + (f" (carried over from {row.carried_from})" if row.carried_from else ""),
             row.chosen,
             row.tracked_arm,
             pct(row.reduction),
@@ -400,7 +339,8 @@ def _verdict_text(state: ClassState | None) -> str:
         return "not in this run"
     arm = arm_label(state.chosen) if state.chosen else "none"
     reduction = "" if state.reduction_pct is None else f", {state.reduction_pct:.1f}% smaller"
-    return f"{VERDICT_MARK[state.verdict]} {state.verdict}: {arm}{reduction}"
+    carried = f" (carried over from {state.carried_from})" if state.carried_from else ""
+    return f"{VERDICT_MARK[state.verdict]} {state.verdict}: {arm}{reduction}{carried}"
 
 
 def compare_lines(a: RunState, b: RunState) -> list[str]:

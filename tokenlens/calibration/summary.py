@@ -10,8 +10,8 @@ from tokenlens.calibration.history import (
     history_cells,
     history_rows,
     load_history,
-    mixed_settings,
 )
+from tokenlens.calibration.run_settings import mixed_settings
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import ALL_CLASSES
 from tokenlens.formatting import arm_label, interval, pct

@@ -61,8 +61,8 @@ def run_history(args: argparse.Namespace) -> int:
         history_cells,
         history_rows,
         load_history,
-        mixed_settings,
     )
+    from tokenlens.calibration.run_settings import mixed_settings
 
     store = _store(args)
     states = load_history(store, args.reports, last=args.last)
