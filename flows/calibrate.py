@@ -31,6 +31,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import opaque
 
 from tokenlens.calibration import stages
+from tokenlens.calibration.carry import publish_carried
 from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.result import CalibrationResult, ShardRun
@@ -54,6 +55,7 @@ from tokenlens.calibration.summary import (
 )
 from tokenlens.config import (
     DEFAULT_LLMLINGUA_MODEL,
+    DEFAULT_MAX_POLICY_AGE_DAYS,
     DEFAULT_METHODS,
     DEFAULT_RATES,
     DEFAULT_REPORTS,
@@ -246,6 +248,7 @@ def calibrate(
     reports: str = DEFAULT_REPORTS,
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL,
     seed: int = 0,
+    max_policy_age: float | None = DEFAULT_MAX_POLICY_AGE_DAYS,
     fresh_sample: bool = False,
     fail_on_unresolved: bool = True,
     resume: str | None = None,
@@ -288,6 +291,9 @@ def calibrate(
         reports: root of the published policies and reports (folder or URL).
         llmlingua_model: LLMLingua-2 model (hub name or local path).
         seed: sample seed of a run that does not ask for a fresh sample.
+        max_policy_age: days a certified policy entry stays in force unless a run
+            re-certifies it; a run that cannot measure a class carries its last entry
+            over until then; empty for no limit.
         fresh_sample: draw new answer seeds for this run (a schedule sees drift); off, a
             rerun reuses every paid call.
         fail_on_unresolved: end the flow run Failed (after publishing) when a requested
@@ -330,6 +336,7 @@ def calibrate(
         reports=reports,
         llmlingua_model=llmlingua_model,
         seed=seed,
+        max_policy_age=max_policy_age,
     )
     fan_out = None
     if shards is not None:
@@ -416,8 +423,11 @@ def _calibrate(
                 grades = judge_pairs(
                     _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(answers)
                 )
-        except SpendLimitReached:
+        except SpendLimitReached as exc:
             _publish_spend(cal, estimate)
+            carried = publish_carried(config, cal.store.run_id, f"run stopped unmeasured: {exc}")
+            if carried is not None:
+                logger.warning("the policy in force stays, carried over: %s", carried)
             raise
         if fan_out is not None and cal.spend.new_calls:
             logger.warning(

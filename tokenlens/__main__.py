@@ -1,3 +1,5 @@
-from tokenlens.cli import main
+"""`python -m tokenlens`: the CLI, with a clear word when this Python lacks its packages."""
 
-raise SystemExit(main())
+from tokenlens.cli import run
+
+raise SystemExit(run())

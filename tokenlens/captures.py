@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tokenlens.errors import TokenLensError
+from tokenlens.errors import TokenLensError, json_problem
 
 CAPTURE_SCHEMA_VERSION = 1
 PART_GLOB = "capture-*.jsonl"
@@ -101,7 +101,9 @@ def read_records(store: str | Path) -> Iterator[CapturedRequest | CapturedReplay
                 try:
                     raw = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise CaptureError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from exc
+                    raise CaptureError(
+                        f"{path}:{lineno}: malformed JSON ({json_problem(exc)})"
+                    ) from exc
                 kind = raw.get("kind") if isinstance(raw, dict) else None
                 if kind not in ("request", "replay"):
                     raise CaptureError(f"{path}:{lineno}: field 'kind' is not request or replay")

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tokenlens.errors import TokenLensError
 
@@ -26,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "serve",
     "review",
     "classify",
+    "fake-upstream",
 )
 
 
@@ -37,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"tokenlens.commands.{name}")
+        module = importlib.import_module(f"tokenlens.commands.{name.replace('-', '_')}")
         module.register(sub)
     return parser
 
@@ -72,3 +74,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tokenlens: interrupted", file=sys.stderr)
         return 130
+
+
+def missing_dependency(exc: ModuleNotFoundError) -> str:
+    """What to do when this interpreter lacks tokenlens's dependencies (e.g. the system
+    `python3` run in a checkout, where `tokenlens` is importable but tiktoken is not)."""
+    venv = Path(__file__).resolve().parent.parent / ".venv" / "bin"
+    where = (
+        f"the checkout's environment is set up: run `{venv}/tokenlens ...` "
+        f"(or `{venv}/python -m tokenlens ...`, or `source {venv}/activate` first)"
+        if (venv / "tokenlens").exists()
+        else "from a checkout, run `make setup` once (it creates ./.venv), then "
+        "`.venv/bin/tokenlens ...` or `source .venv/bin/activate` (README: Quick start, "
+        "Installing elsewhere)"
+    )
+    return (
+        f"tokenlens: error: this Python ({sys.executable}) does not have tokenlens's "
+        f"dependencies installed (no module named {exc.name!r}); {where}"
+    )
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """`main`, turning a missing third-party package into that advice (exit 2)."""
+    try:
+        return main(argv)
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.split(".")[0] == "tokenlens":
+            raise
+        print(missing_dependency(exc), file=sys.stderr)
+        return 2

@@ -23,6 +23,8 @@ REPORTS_DIR = Path("reports")
 #: Defaults of `store` and `reports`: local folders; either may be a URL (`s3://...`).
 DEFAULT_REPORTS = "reports"
 DEFAULT_STORE = "reports/store"
+#: How long a certified policy entry may stay in force without a run re-certifying it.
+DEFAULT_MAX_POLICY_AGE_DAYS = 7.0
 
 Backend = Literal["auto", "anthropic", "local"]
 JudgeKind = Literal["metric", "llm", "both"]
@@ -66,6 +68,11 @@ class CalibrationConfig(BaseModel):
     reports: str = DEFAULT_REPORTS
     llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL
     seed: int = 0
+    #: Days a certified policy entry stays in force without a run re-certifying it; a run
+    #: that could not measure a class carries its last certified entry over until then
+    #: (`tokenlens.decision.carryover`), and the proxy applies no entry past it. None: no
+    #: limit. Publishing reads it; it is not part of what was measured (not in the id).
+    max_policy_age: float | None = Field(default=DEFAULT_MAX_POLICY_AGE_DAYS, gt=0)
 
     @field_validator("store", "reports", mode="before")
     @classmethod

@@ -3,8 +3,10 @@
 No key and no model calls are needed. Token counts are offline estimates (see
 `tokenlens.tokens.TOKENIZER_NOTE`); with an Anthropic key configured and the anthropic
 backend chosen, the cleartext and compressed bodies are also counted exactly with the
-free ``count_tokens`` endpoint. An arm that cannot run here (LLMLingua-2 without its
-model) is listed as unavailable with the reason, and left out of the call plan.
+free ``count_tokens`` endpoint, `COUNT_CONCURRENCY` calls at a time with a progress line
+on stderr (one at a time, ~200 bodies took ~50 s). An arm that cannot run here
+(LLMLingua-2 without its model) is listed as unavailable with the reason, and left out of
+the call plan.
 
 The call plan is the calibration's own (`tokenlens.calibration.estimate.plan_calls`, the
 same function behind the flow's estimate and spend lines): distinct answer requests of
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenlens.calibration.estimate import CallPlan
@@ -34,6 +38,8 @@ from tokenlens.tables import CompressionRow
 from tokenlens.tokens import TOKENIZER_NOTE
 
 CLEARTEXT = "cleartext"
+#: Exact counts in flight at least (count_tokens is free and rate-limited on its own).
+COUNT_CONCURRENCY = 8
 
 TokenCounter = Callable[[dict[str, Any]], int]
 
@@ -66,12 +72,17 @@ def dry_run_rows(
     *,
     settings: CompressSettings | None = None,
     counter: TokenCounter | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[DryRunRow]:
-    """Every task as cleartext and under every arm of the config's ladder, in task order."""
+    """Every task as cleartext and under every arm of the config's ladder, in task order.
+
+    With a `counter`, every body is then counted exactly, `count_concurrency(config)` at a
+    time (`progress(done, total)` after each)."""
     settings = settings or CompressSettings(llmlingua_model=config.llmlingua_model)
     arms = build_ladder(config.methods, config.rates)
     model = answer_model(config)
     rows: list[DryRunRow] = []
+    bodies: list[dict[str, Any] | None] = []  # per row, what count_tokens is asked about
     for task in config.selected_tasks():
         body = task.to_request(model=model, max_tokens=config.max_tokens)
         clear = compress_request(body, Arm("control"), settings=settings)
@@ -85,9 +96,9 @@ def dry_run_rows(
                 None,
                 None,
                 clear.total_blocks,
-                exact_tokens=_count(counter, body),
             )
         )
+        bodies.append(body)
         for arm in arms:
             try:
                 result = compress_request(body, arm, settings=settings)
@@ -105,6 +116,7 @@ def dry_run_rows(
                         unavailable=str(exc),
                     )
                 )
+                bodies.append(None)
                 continue
             rows.append(
                 DryRunRow(
@@ -116,20 +128,47 @@ def dry_run_rows(
                     result.reduction,
                     result.eligible_blocks,
                     result.total_blocks,
-                    exact_tokens=_count(counter, result.body),
                     body_json=json.dumps(result.body, sort_keys=True),
                 )
             )
-    return rows
-
-
-def _count(counter: TokenCounter | None, body: dict[str, Any]) -> int | None:
+            bodies.append(result.body)
     if counter is None:
-        return None
-    try:
-        return counter(body)
-    except TokenLensError:
-        return None
+        return rows
+    exact = count_exactly(counter, bodies, concurrency=count_concurrency(config), progress=progress)
+    return [replace(row, exact_tokens=tokens) for row, tokens in zip(rows, exact, strict=True)]
+
+
+def count_concurrency(config: CalibrationConfig) -> int:
+    """count_tokens calls in flight: `--concurrency`, at least `COUNT_CONCURRENCY`."""
+    return max(config.concurrency, COUNT_CONCURRENCY)
+
+
+def count_exactly(
+    counter: TokenCounter,
+    bodies: Sequence[dict[str, Any] | None],
+    *,
+    concurrency: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[int | None]:
+    """Exact counts of `bodies` (None stays None; a failed count is None), `concurrency`
+    at a time: ~200 bodies one after another took ~50 s of round trips."""
+    todo = [i for i, body in enumerate(bodies) if body is not None]
+    found: list[int | None] = [None] * len(bodies)
+
+    def one(index: int) -> tuple[int, int | None]:
+        body = bodies[index]
+        assert body is not None
+        try:
+            return index, counter(body)
+        except TokenLensError:
+            return index, None
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="count") as pool:
+        for done, (index, tokens) in enumerate(pool.map(one, todo), start=1):
+            found[index] = tokens
+            if progress is not None:
+                progress(done, len(todo))
+    return found
 
 
 def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
@@ -231,7 +270,16 @@ def exact_counter(config: CalibrationConfig) -> TokenCounter | None:
 def run_dry_run(config: CalibrationConfig) -> int:
     """Print the dry run's table, per-arm totals and call plan; 0 on success."""
     counter = exact_counter(config)
-    rows = dry_run_rows(config, counter=counter)
+    if counter is not None:
+        bodies = len(config.selected_tasks()) * (
+            1 + len(build_ladder(config.methods, config.rates))
+        )
+        print(
+            f"Counting up to {bodies} prompts exactly with Anthropic's count_tokens endpoint "
+            f"(free, no model call; {count_concurrency(config)} at a time)...",
+            file=sys.stderr,
+        )
+    rows = dry_run_rows(config, counter=counter, progress=_count_progress())
     print(f"Dry run: no model calls. Tokens: {TOKENIZER_NOTE}.")
     if counter is not None:
         print("Exact column: Anthropic count_tokens for the answer model.")
@@ -265,6 +313,21 @@ def run_dry_run(config: CalibrationConfig) -> int:
     for line in design_power_lines(config, rows):
         print(line)
     return 0
+
+
+def _count_progress() -> Callable[[int, int], None]:
+    """Progress of the exact counts on stderr: a live line on a terminal, else a line
+    every 50 counts and at the end."""
+    live = sys.stderr.isatty()
+
+    def show(done: int, total: int) -> None:
+        if live:
+            end = "\n" if done == total else ""
+            print(f"\r  counted {done}/{total}", end=end, file=sys.stderr, flush=True)
+        elif done % 50 == 0 or done == total:
+            print(f"  counted {done}/{total}", file=sys.stderr, flush=True)
+
+    return show
 
 
 def design_power_lines(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> list[str]:

@@ -7,6 +7,8 @@ the CLI turns it into a clear message and a non-zero exit.
 
 from __future__ import annotations
 
+import json
+
 
 class TokenLensError(Exception):
     """Base of every error this package raises on purpose."""
@@ -64,3 +66,12 @@ class CalibrationUnresolved(TokenLensError):
             f"published: {report}"
         )
         self.classes = classes
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """`Expecting ',' delimiter at column 67`: the decoder's words with the column once.
+
+    Some of its messages already end in "at" ("Unterminated string starting at"), which a
+    plain `f"{exc.msg} at column {n}"` would double."""
+    joiner = " " if exc.msg.endswith(" at") else " at "
+    return f"{exc.msg}{joiner}column {exc.colno}"

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tokenlens.errors import TaskFileError
+from tokenlens.errors import TaskFileError, json_problem
 from tokenlens.tasks import CalibrationTask
 
 FIELDS = tuple(CalibrationTask.model_fields)
@@ -149,7 +149,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield where, f"malformed JSON ({exc.msg} at column {exc.colno})"
+            yield where, f"malformed JSON ({json_problem(exc)})"
             continue
         if not isinstance(value, dict):
             yield where, f"expected a JSON object, got {type(value).__name__}"

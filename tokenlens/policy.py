@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +21,10 @@ from tokenlens.compress.arms import Arm
 from tokenlens.errors import PolicyError
 from tokenlens.storage import Location, StorageError, is_url, location
 
-SCHEMA_VERSION = 1
+#: 2 added per-entry certification dates (`certified_at`, `expires_at`, `carried_over`)
+#: and the policy's `backend`; version-1 files load unchanged (no dates: no age limit).
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
 
 #: ✓ measured, ? provisional, — none.
@@ -31,6 +34,11 @@ VERDICT_MARK: dict[str, str] = {"measured": "✓", "provisional": "?", "none": "
 #: , `no_arm_held` and `too_few_tasks` make `tokenlens calibrate` exit non-zero;
 #: `nothing_compressible` does not (there was nothing to decide).
 NoneCause = Literal["unmeasurable", "no_arm_held", "nothing_compressible", "too_few_tasks"]
+#: Causes that mean the run could not *measure* the class (outage, spend cap, a control too
+#: noisy, too few graded pairs), as opposed to measuring a failure (`no_arm_held`: the arm
+#: lost, so it is retracted at once). For these the last certified entry is carried over
+#: until its age limit (`tokenlens.decision.carryover`).
+COULD_NOT_MEASURE: tuple[NoneCause, ...] = ("unmeasurable", "too_few_tasks")
 
 
 class Interval(BaseModel):
@@ -38,6 +46,21 @@ class Interval(BaseModel):
 
     low: float
     high: float
+
+
+class CarriedOver(BaseModel):
+    """Why an entry comes from an earlier run: the newest run could not measure its class."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The run (and calibration) whose measurement certified the entry.
+    from_run: str | None = None
+    from_calibration: str
+    #: The first run that could not measure the class (carried over since then).
+    since: datetime
+    since_run: str | None = None
+    #: What the newest run found instead, in words (its `none` entry's reason).
+    why: str
 
 
 class PolicyEntry(BaseModel):
@@ -74,6 +97,17 @@ class PolicyEntry(BaseModel):
     reason: str
     cause: NoneCause | None = None
     ignored_arms: tuple[str, ...] = ()
+    #: When the run that measured this entry's arm published it, and the time after which
+    #: the proxy no longer applies it (`certified_at` + the operator's `max_policy_age`).
+    #: None in files written before schema 2, and for entries without an arm.
+    certified_at: datetime | None = None
+    expires_at: datetime | None = None
+    #: Set when the entry was kept from an earlier run (see `CarriedOver`).
+    carried_over: CarriedOver | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Past its age limit: the proxy must not apply it (an entry without one never is)."""
+        return self.expires_at is not None and now >= self.expires_at
 
     @property
     def arm(self) -> Arm | None:
@@ -99,6 +133,10 @@ class Policy(BaseModel):
     #: `tokenlens.calibration.runs`). None in files written before runs existed.
     run_id: str | None = None
     model: str
+    #: Where the answers came from: "local" is the embedded offline model, whose numbers
+    #: describe the instrument, never Claude (`serve` refuses such a policy unless told).
+    #: None in files written before schema 2 (`offline_reason` then reads the model name).
+    backend: Literal["anthropic", "local"] | None = None
     judge: str
     tolerance: float
     mode: Literal["interval", "mean"]
@@ -114,6 +152,34 @@ class Policy(BaseModel):
             return self.classes[task_class]
         return self.default
 
+    def entries(self) -> list[PolicyEntry]:
+        """Every class's entry, then `default`."""
+        return [*self.classes.values(), self.default]
+
+
+def offline_reason(policy: Policy) -> str | None:
+    """Why `policy` must not be applied to Claude traffic, or None when it may.
+
+    A policy calibrated on the embedded local model measures how compression changes a
+    135M model's answers, not Claude's. Files written before the `backend` field are
+    judged by their model name (every Claude model id starts with "claude")."""
+    if policy.backend == "local":
+        return (
+            f"it was calibrated offline on the embedded local model {policy.model!r}: its "
+            "numbers describe the instrument on a tiny model, not Claude"
+        )
+    if policy.backend is None and not policy.model.startswith("claude"):
+        return (
+            f"it was calibrated on {policy.model!r}, which is not a Claude model (an offline "
+            "run on the embedded local model, by its name): its numbers do not describe Claude"
+        )
+    return None
+
+
+def age_limit(days: float | None) -> timedelta | None:
+    """`max_policy_age` (days, None: no limit) as a timedelta."""
+    return None if days is None else timedelta(days=days)
+
 
 def parse_policy(text: str, source: str = "<policy>") -> Policy:
     """Validate policy JSON text. Raises PolicyError naming the source and the problem."""
@@ -121,10 +187,14 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PolicyError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if isinstance(raw, dict) and raw.get("schema_version") not in (None, SCHEMA_VERSION):
+    if isinstance(raw, dict) and raw.get("schema_version") not in (
+        None,
+        *READABLE_SCHEMA_VERSIONS,
+    ):
+        versions = ", ".join(map(str, READABLE_SCHEMA_VERSIONS))
         raise PolicyError(
             f"{source}: schema_version {raw.get('schema_version')!r} is not supported "
-            f"(this tokenlens reads version {SCHEMA_VERSION})"
+            f"(this tokenlens reads versions {versions})"
         )
     try:
         return Policy.model_validate(raw)

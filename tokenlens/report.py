@@ -18,6 +18,7 @@ from pathlib import Path
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
 from tokenlens.decision.applied import AppliedRetention
+from tokenlens.decision.carryover import carried_note
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
@@ -76,6 +77,8 @@ def seed_lines(policy: Policy) -> list[str]:
         if entry.ignored_arms:
             ignored = ", ".join(_label(a) for a in entry.ignored_arms)
             lines.append(" " * (width + 2) + f"ignored after the first failure: {ignored}")
+        if entry.carried_over is not None:
+            lines.append(" " * (width + 2) + carried_note(entry))
     return lines
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tokenlens.errors import TaskFileError
+from tokenlens.errors import TaskFileError, json_problem
 
 #: The classes of the bundled starter set. Users may bring any class name of their own.
 KNOWN_CLASSES: tuple[str, ...] = (
@@ -120,7 +120,7 @@ def parse_tasks(
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"{path}:{lineno}: malformed JSON ({json_problem(exc)})")
             continue
         if not isinstance(raw, dict):
             errors.append(f"{path}:{lineno}: expected a JSON object, got {type(raw).__name__}")

@@ -51,7 +51,13 @@ def _paid_answers(server: FakeAnthropic) -> int:
 
 
 def _classes(policy_path: str) -> dict[str, Any]:
-    return json.loads(Path(policy_path).read_text())["classes"]
+    """The per-class decisions, without when they were published (`certified_at` and
+    `expires_at` date each run's entries)."""
+    classes = json.loads(Path(policy_path).read_text())["classes"]
+    for entry in classes.values():
+        entry.pop("certified_at", None)
+        entry.pop("expires_at", None)
+    return dict(classes)
 
 
 def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resumes(

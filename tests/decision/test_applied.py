@@ -116,3 +116,23 @@ def test_the_report_shows_policy_as_applied_next_to_the_verdicts(routed, tmp_pat
     for text in (paths.markdown.read_text(), paths.html.read_text()):
         assert "Policy as applied" in text and "retention as applied" in text
         assert "chat-history" in text and "–" in text  # an interval per class
+
+
+def test_entries_emptied_by_an_unmeasured_class_say_so_rather_than_a_lost_arm(routed) -> None:
+    """A class the run could not measure leaves `default` (and any class its requests are
+    routed to) without an arm: that is 'could not measure', not 'an arm lost', so the
+    publish step carries the last certified entries over (`tokenlens.decision.carryover`)."""
+    tasks, grades, _, _, _ = routed
+    measured = grades[grades["task_class"] != "chat-history"]
+    curve = aggregate(measured, tolerance=0.95)
+    policy = decide(curve, calibration_id="routing-test", model="m", requested_classes=CLASSES)
+    assert policy.classes["chat-history"].cause == "unmeasurable"
+    routed_policy = route_policy(policy, curve, tasks).policy
+    default = routed_policy.default
+    assert default.arm is None and default.cause == "unmeasurable"
+    assert "could not be measured this run: chat-history" in default.reason
+    for name, entry in routed_policy.classes.items():
+        if entry.arm is None and name != "chat-history":
+            assert entry.cause == "unmeasurable" and "chat-history" in entry.reason
+    # With every class measured, the default keeps the arm held for all of them.
+    assert routed[4].policy.default.arm is not None

@@ -20,6 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from tokenlens.calibration.run_settings import (
+    INSTRUMENT_SETTINGS,
+    settings_changes,
+)
 from tokenlens.calibration.runs import RunManifest, find_run, list_runs
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES
@@ -67,6 +71,8 @@ class ClassState:
     arms: dict[str, Reading]
     reductions: dict[str, float | None]
     gentlest: str | None  # the first arm of the walk that saved tokens
+    #: The run whose entry this run carried over (it could not measure the class).
+    carried_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,11 @@ def read_run(store: str | Path, reports: str | Path, manifest: RunManifest) -> R
             arms=arms,
             reductions={r["arm"]: _num(r["reduction"]) for r in mine},
             gentlest=walked[0]["arm"] if walked else None,
+            carried_from=(
+                entry.carried_over.from_run or entry.carried_over.from_calibration
+                if entry.carried_over
+                else None
+            ),
         )
     return RunState(manifest, policy, classes)
 
@@ -162,6 +173,7 @@ class HistoryRow:
     verdict: str
     chosen: str
     tracked_arm: str
+    carried_from: str | None
     reduction: float | None
     retention: Reading
     floor: Reading
@@ -169,6 +181,9 @@ class HistoryRow:
     flags: list[str] = field(default_factory=list)
     #: Other changes (verdict, chosen arm): worth a look, but noise can cause them.
     notes: list[str] = field(default_factory=list)
+    #: Settings that differ from the previous run's (judge, tolerance, ...), as
+    #: `name before → after`; an instrument change also silences the flags.
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 def tracked_arm(states: Sequence[RunState], task_class: str) -> str | None:
@@ -182,13 +197,22 @@ def tracked_arm(states: Sequence[RunState], task_class: str) -> str | None:
 
 def _changes(previous: HistoryRow | None, row: HistoryRow, arm_text: str) -> None:
     """Fill `row.flags` (significant: an interval stopped overlapping) and `row.notes`
-    (a verdict or arm that changed, which noise alone can do)."""
+    (a verdict or arm that changed, which noise alone can do). Across a change of model
+    or judge the readings come from another instrument: nothing is flagged, the note
+    says why."""
     if previous is None:
         return
-    if overlaps(previous.retention, row.retention) is False:
-        row.flags.append(f"retention of {arm_text} moved")
-    if overlaps(previous.floor, row.floor) is False:
-        row.flags.append("noise floor moved")
+    instrument = [key for key in INSTRUMENT_SETTINGS if key in row.settings]
+    if row.settings:
+        changed = "; ".join(f"{key} {text}" for key, text in row.settings.items())
+        row.notes.append(f"settings changed: {changed}")
+    if instrument:
+        row.notes.append(f"not comparable with the run before ({', '.join(instrument)} changed)")
+    else:
+        if overlaps(previous.retention, row.retention) is False:
+            row.flags.append(f"retention of {arm_text} moved")
+        if overlaps(previous.floor, row.floor) is False:
+            row.flags.append("noise floor moved")
     if previous.verdict != row.verdict:
         row.notes.append(f"verdict {previous.verdict} → {row.verdict}")
     elif previous.chosen != row.chosen:
@@ -208,6 +232,7 @@ def history_rows(states: Sequence[RunState], task_class: str | None = None) -> l
         arm = tracked_arm(states, name)
         label = arm_label(arm) if arm else "—"
         previous: HistoryRow | None = None
+        previous_state: RunState | None = None
         for state in states:
             cls = state.classes.get(name)
             if cls is None:
@@ -219,16 +244,18 @@ def history_rows(states: Sequence[RunState], task_class: str | None = None) -> l
                 fresh_sample=state.manifest.fresh_sample,
                 verdict=cls.verdict,
                 chosen=arm_label(cls.chosen) if cls.chosen else "none",
+                carried_from=cls.carried_from,
                 tracked_arm=label,
                 reduction=cls.reductions.get(arm) if arm else None,
                 retention=cls.arms.get(arm, Reading(None, None, None))
                 if arm
                 else Reading(None, None, None),
                 floor=cls.floor,
+                settings=settings_changes(previous_state, state) if previous_state else {},
             )
             _changes(previous, row, label)
             rows.append(row)
-            previous = row
+            previous, previous_state = row, state
     return rows
 
 
@@ -251,7 +278,8 @@ def history_cells(rows: Sequence[HistoryRow]) -> list[list[str]]:
         [
             row.task_class,
             row.run_id + (" (fresh)" if row.fresh_sample else ""),
-            f"{VERDICT_MARK[row.verdict]} {row.verdict}",
+            f"{VERDICT_MARK[row.verdict]} {row.verdict}"
+            + (f" (carried over from {row.carried_from})" if row.carried_from else ""),
             row.chosen,
             row.tracked_arm,
             pct(row.reduction),
@@ -311,7 +339,8 @@ def _verdict_text(state: ClassState | None) -> str:
         return "not in this run"
     arm = arm_label(state.chosen) if state.chosen else "none"
     reduction = "" if state.reduction_pct is None else f", {state.reduction_pct:.1f}% smaller"
-    return f"{VERDICT_MARK[state.verdict]} {state.verdict}: {arm}{reduction}"
+    carried = f" (carried over from {state.carried_from})" if state.carried_from else ""
+    return f"{VERDICT_MARK[state.verdict]} {state.verdict}: {arm}{reduction}{carried}"
 
 
 def compare_lines(a: RunState, b: RunState) -> list[str]:
@@ -321,10 +350,17 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
         f"{a.run_id} (calibration {a.manifest.calibration_id}, seed {a.manifest.seed}) → "
         f"{b.run_id} (calibration {b.manifest.calibration_id}, seed {b.manifest.seed})"
     ]
-    if a.policy.model != b.policy.model or a.policy.judge != b.policy.judge:
-        lines.append(
-            f"model {a.policy.model} → {b.policy.model}; judge {a.policy.judge} → {b.policy.judge}"
-        )
+    changed = settings_changes(a, b)
+    if changed:
+        lines.append("settings changed: " + "; ".join(f"{k} {v}" for k, v in changed.items()))
+        instrument = [key for key in INSTRUMENT_SETTINGS if key in changed]
+        if instrument:
+            lines.append(
+                f"  the readings come from different instruments ({', '.join(instrument)}): "
+                "a moved interval may be the instrument, not the compression"
+            )
+    else:
+        lines.append("settings: the same (model, judge, tolerance, mode, tasks, ladder, repeats)")
     for change in compare_states(a, b):
         mark = "⚠ " if change.significant else ""
         lines.append("")

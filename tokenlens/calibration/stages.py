@@ -758,6 +758,7 @@ def publish_stage(
     """
     import pandas as pd
 
+    from tokenlens.calibration.carry import with_carry_over
     from tokenlens.decision import decide, exit_code, judge_agreement, unresolved_classes
     from tokenlens.policy import write_policy
     from tokenlens.report import write_report
@@ -767,7 +768,7 @@ def publish_stage(
         calibration_id=cal.calibration_id or cal.store.run_id,
         model=cal.model,
         requested_classes=requested,
-    ).model_copy(update={"run_id": cal.store.run_id})
+    ).model_copy(update={"run_id": cal.store.run_id, "backend": cal.backend})
     applied: list[Any] = []
     if tasks:
         from tokenlens.decision.applied import applied_retention, route_policy
@@ -780,6 +781,7 @@ def publish_stage(
             routing.labels,
             judge=judge_name_for(cal.config, cal.model),
         )
+    policy = with_carry_over(policy, cal.config)
     run_folder = run_reports_dir(cal.config.reports, cal.store.run_id)
     agreement = None
     judges = list(cal.judge_clients)

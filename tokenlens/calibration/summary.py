@@ -11,6 +11,7 @@ from tokenlens.calibration.history import (
     history_rows,
     load_history,
 )
+from tokenlens.calibration.run_settings import mixed_settings
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import ALL_CLASSES
 from tokenlens.formatting import arm_label, interval, pct
@@ -114,6 +115,13 @@ def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
         "⚠ marks a significant change: an interval that no longer overlaps the previous "
         "run's (the tracked arm's retention, or the noise floor).",
         "",
+    ]
+    mixed = mixed_settings(states)
+    if mixed:
+        lines += ["These runs were not all measured the same way:", ""]
+        lines += [f"- {table_cell(line)}" for line in mixed]
+        lines += [""]
+    lines += [
         "| " + " | ".join(HISTORY_HEADER) + " |",
         "|" + "|".join("---" for _ in HISTORY_HEADER) + "|",
     ]

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tokenlens.config import DEFAULT_METHODS, DEFAULT_RATES, CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.tasks import DEFAULT_TASKS_PATH
@@ -23,6 +25,19 @@ def _rates(text: str) -> tuple[float, ...]:
         return tuple(float(part) for part in _csv(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"rates must be numbers like 0.8,0.6: {exc}") from exc
+
+
+#: `--max-policy-age none`: no age limit.
+NO_LIMIT = "none"
+
+
+def _days(text: str) -> float | str:
+    if text.strip().lower() == NO_LIMIT:
+        return NO_LIMIT
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"a number of days or `none`, got {text!r}") from exc
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +108,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="also write the published policy to FILE (for `serve --policy FILE`)",
     )
+    parser.add_argument(
+        "--max-policy-age",
+        type=_days,
+        default=None,
+        metavar="DAYS",
+        help="days a certified policy entry stays in force without a run re-certifying it; "
+        "a run that cannot measure a class carries its last entry over until then "
+        "(default 7; `none`: no limit)",
+    )
     parser.add_argument("--llmlingua-model", default=None)
     parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
     parser.add_argument(
@@ -156,7 +180,52 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
         "seed": args.seed,
     }
     fields.update({key: value for key, value in optional.items() if value is not None})
-    return CalibrationConfig(**fields)
+    if args.max_policy_age is not None:
+        fields["max_policy_age"] = None if args.max_policy_age == NO_LIMIT else args.max_policy_age
+    try:
+        return CalibrationConfig(**fields)
+    except ValidationError as exc:
+        raise TokenLensError(
+            "; ".join(_option_problem(error) for error in exc.errors(include_url=False))
+        ) from exc
+
+
+#: Config fields whose option is not `--field-name`.
+_OPTION_NAMES = {"shortest_tasks_first": "--shortest-first", "classes": "--classes"}
+
+
+def _option_problem(error: Any) -> str:
+    """`--repeats: Input should be greater than or equal to 1 (got 0)`, one per problem."""
+    field = str(error["loc"][0]) if error["loc"] else ""
+    option = _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    got = "" if isinstance(value, dict) else f" (got {_shown(value)})"
+    return f"{option}: {message}{got}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def check_before_flow(config: CalibrationConfig, *, resume: str | None) -> None:
+    """Bad input fails here, in about a second, before Prefect starts (7-13 s of flow
+    start-up and a traceback otherwise): the ladder's methods and rates, the task file
+    and its classes, or the run to resume. Raises TokenLensError (exit 2)."""
+    if resume is not None:
+        from tokenlens.calibration.runs import find_run
+
+        find_run(config.store, None if resume == "latest" else resume)
+        return
+    from tokenlens.compress.arms import build_ladder
+
+    try:
+        build_ladder(config.methods, config.rates)
+    except ValueError as exc:
+        raise TokenLensError(f"--methods/--rates: {exc}") from exc
+    config.selected_tasks()
 
 
 #: Prefect settings for an in-process run, unless the user set them: a fresh ephemeral
@@ -171,19 +240,34 @@ PREFECT_DEFAULTS: dict[str, str] = {
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    check_before_flow(config, resume=None if args.dry_run else args.resume)
     if args.dry_run:
         if args.out is not None:
             raise TokenLensError(
                 f"--out {args.out}: a --dry-run publishes no policy to write; drop one of them"
             )
+        from tokenlens.calibration.session import offline_defaults
         from tokenlens.dryrun import run_dry_run
 
+        # The same narrowing a real run applies, so the plan counts what the run will pay.
+        config, notes = offline_defaults(config)
+        _say_offline_defaults(notes)
         return run_dry_run(config)
     if args.out is not None and not args.out.parent.is_dir():
         raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
+
+
+def _say_offline_defaults(notes: list[str]) -> None:
+    if notes:
+        print(
+            "Offline default run (the embedded model takes seconds per answer): "
+            + "; ".join(notes)
+            + ".",
+            file=sys.stderr,
+        )
 
 
 def run_calibration(
@@ -214,13 +298,7 @@ def run_calibration(
             logging.getLogger(noisy).setLevel(logging.WARNING)
         if resume is None:
             config, notes = offline_defaults(config)
-            if notes:
-                print(
-                    "Offline default run (the embedded model takes seconds per answer): "
-                    + "; ".join(notes)
-                    + ".",
-                    file=sys.stderr,
-                )
+            _say_offline_defaults(notes)
         params = flow_parameters(
             config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
         )

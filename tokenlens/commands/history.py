@@ -62,6 +62,7 @@ def run_history(args: argparse.Namespace) -> int:
         history_rows,
         load_history,
     )
+    from tokenlens.calibration.run_settings import mixed_settings
 
     store = _store(args)
     states = load_history(store, args.reports, last=args.last)
@@ -69,6 +70,12 @@ def run_history(args: argparse.Namespace) -> int:
         print(f"no finished run in {store}/runs")
         return 0
     rows = history_rows(states, args.task_class)
+    mixed = mixed_settings(states)
+    if mixed:
+        print("These runs were not all measured the same way (see the change column):")
+        for line in mixed:
+            print(f"  {line}")
+        print()
     print(columns(HISTORY_HEADER, history_cells(rows)))
     changed = [row for row in rows if row.flags]
     print()

@@ -29,7 +29,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--model", default=None, help="price answers on this model (default: the run's)"
     )
     parser.add_argument(
-        "--judge-model", default=None, help="price an LLM judge on this model (default: none)"
+        "--judge-model",
+        default=None,
+        help="price an LLM judge on this model; `metric` for the free reference metric "
+        "(default: the judge the run used)",
     )
     parser.add_argument("--tolerance", type=float, default=None)
     parser.add_argument(
@@ -72,5 +75,9 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     if inputs.tolerance is None:
         raise TokenLensError("no tolerance: pass --tolerance")
-    print_plans(inputs, model=model, judge_model=args.judge_model)
+    chosen = args.judge_model is not None
+    judge_model = args.judge_model if chosen else inputs.judge_model
+    if judge_model == "metric":
+        judge_model = None
+    print_plans(inputs, model=model, judge_model=judge_model, chosen=chosen)
     return 0

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from tokenlens.calibration.runs import MANIFEST, RunManifest, read_manifest
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
 from tokenlens.decision.planner import ArmPlan, plan_arm
 from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
+from tokenlens.policy import Policy
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.stats import Spread
 from tokenlens.tables import CurveRow, TaskRow
@@ -26,6 +28,24 @@ class PlanInputs:
     model: str | None
     curve: list[CurveRow] = field(default_factory=list)
     prompt_tokens: dict[str, float] = field(default_factory=dict)
+    #: The LLM judge the run paid for (None: the reference metric, no paid calls), and
+    #: judge calls per graded pair (2 when it judged both A/B orders).
+    judge_model: str | None = None
+    judge_calls_per_pair: int = 1
+
+
+def run_judge(policy: Policy | None, manifest: RunManifest | None) -> tuple[str | None, int]:
+    """The paid judge a run used and its calls per pair: from the run's recorded settings,
+    else from its policy (the deciding judge's name; "metric" is the free one)."""
+    if manifest is not None:
+        config = manifest.calibration_config()
+        if config.judge == "metric":
+            return None, 1
+        model = config.judge_model or (policy.judge if policy else None) or config.model
+        return model, 2 if config.judge_both_orders else 1
+    if policy is not None and policy.judge != "metric":
+        return policy.judge, 1
+    return None, 1
 
 
 def load_inputs(
@@ -55,6 +75,10 @@ def load_inputs(
         from tokenlens.calibration.runs import find_run
 
         run_dir = runs.child(find_run(store, run).run_id)
+    manifest = None
+    if run_dir.child(MANIFEST).exists():
+        manifest = read_manifest(run_dir.child(MANIFEST))
+    judge_model, per_pair = run_judge(policy, manifest)
     curve_path = run_dir.child("curve.parquet")
     try:
         curve = cast(list[CurveRow], read_parquet(curve_path).to_pylist())
@@ -73,6 +97,8 @@ def load_inputs(
         policy.model if policy else None,
         curve,
         {c: sum(v) / len(v) for c, v in tokens.items() if v},
+        judge_model,
+        per_pair,
     )
 
 
@@ -84,6 +110,7 @@ def _num(value: Any) -> float | None:
 
 
 def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> list[ArmPlan]:
+    """One plan per class and arm; `judge_model` None plans with the free metric judge."""
     assert inputs.tolerance is not None
     plans: list[ArmPlan] = []
     if not inputs.curve:
@@ -98,6 +125,7 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
                 prompt_tokens=DEFAULT_PROMPT_TOKENS,
                 model=model,
                 judge_model=judge_model,
+                judge_calls_per_pair=inputs.judge_calls_per_pair,
             )
         )
         return plans
@@ -119,6 +147,7 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
                 prompt_tokens=inputs.prompt_tokens.get(r["task_class"], DEFAULT_PROMPT_TOKENS),
                 model=model,
                 judge_model=judge_model,
+                judge_calls_per_pair=inputs.judge_calls_per_pair,
             )
         )
     return plans
@@ -128,13 +157,27 @@ def _money(value: float | None) -> str:
     return "no price" if value is None else f"${value:,.2f}"
 
 
-def print_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> None:
+def judge_words(inputs: PlanInputs, judge_model: str | None, *, chosen: bool) -> str:
+    """How the plan prices the judge, and whose choice that was."""
+    if judge_model is None:
+        whose = " (--judge-model metric)" if chosen and inputs.judge_model else ""
+        return f"metric (no paid calls){whose}"
+    orders = ", both A/B orders" if inputs.judge_calls_per_pair == 2 else ""
+    if chosen:
+        return f"{judge_model} (--judge-model{orders})"
+    return f"{judge_model} (the LLM judge this run paid for{orders})"
+
+
+def print_plans(
+    inputs: PlanInputs, *, model: str, judge_model: str | None, chosen: bool = False
+) -> None:
+    """`chosen`: `judge_model` came from `--judge-model`, not from the run."""
     plans = build_plans(inputs, model=model, judge_model=judge_model)
     source = f"calibration {inputs.run}" if inputs.run else "stated assumptions (no calibration)"
     print(
         f"Plan from {source}: tolerance {100 * (inputs.tolerance or 0):.1f}%, 80% power, "
         f"one-sided 95% test; answers on {model}, judge "
-        f"{judge_model or 'metric (no paid calls)'}; prices as of {PRICES_AS_OF}"
+        f"{judge_words(inputs, judge_model, chosen=chosen)}; prices as of {PRICES_AS_OF}"
     )
     print(
         "Calls count every arm of the class's ladder (they are sampled together); "

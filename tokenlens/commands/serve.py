@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also apply ? (provisional) policy entries; by default they get `safe` only",
     )
     parser.add_argument(
+        "--allow-offline-policy",
+        action="store_true",
+        help="apply a policy calibrated offline on the embedded local model (refused by "
+        "default: its numbers describe a tiny model, not Claude); for demos",
+    )
+    parser.add_argument(
         "--compress",
         metavar="ARM",
         default=None,
@@ -256,7 +262,7 @@ def _run_workers(args: argparse.Namespace, settings: ProxySettings) -> int:
     from tokenlens.proxy.workers import run_workers
 
     if settings.policy_location is not None:
-        PolicyStore(settings.policy_location)
+        PolicyStore(settings.policy_location, allow_offline=settings.allow_offline_policy)
     if settings.judge:
         log.warning(JUDGE_WARNING.format(sample=settings.judge_sample))
     log.info(

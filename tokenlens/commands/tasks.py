@@ -15,7 +15,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     validate = tasks_sub.add_parser(
         "validate", help="check a JSONL task file; print per-class counts and token sizes"
     )
-    validate.add_argument("path", nargs="?", type=Path, default=DEFAULT_TASKS_PATH)
+    validate.add_argument("path", nargs="?", type=Path, default=None, help="JSONL task file")
+    validate.add_argument(
+        "--tasks",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the task file, as `calibrate --tasks` takes it (default: the bundled set)",
+    )
     validate.set_defaults(func=run_validate)
 
     harvest = tasks_sub.add_parser(
@@ -55,8 +62,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from tokenlens.errors import TaskFileError
     from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
+    if args.path is not None and args.tasks is not None and args.path != args.tasks:
+        raise TaskFileError(f"two task files given ({args.path} and --tasks {args.tasks})")
+    args.path = args.path or args.tasks or DEFAULT_TASKS_PATH
     tasks = load_tasks(args.path)
     sizes: dict[str, list[int]] = defaultdict(list)
     fragile: dict[str, int] = defaultdict(int)

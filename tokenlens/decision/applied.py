@@ -28,8 +28,8 @@ from tokenlens.compress.arms import Arm
 from tokenlens.decision.curve import ALL_CLASSES, ALPHA, TASK_RATIO_CAP, Curve
 from tokenlens.decision.grades import ClassGrades, prepare
 from tokenlens.formatting import arm_label
-from tokenlens.policy import Interval, Policy, PolicyEntry
-from tokenlens.routing import Confusion, arms_by_prediction, default_arm, tally
+from tokenlens.policy import COULD_NOT_MEASURE, Interval, NoneCause, Policy, PolicyEntry
+from tokenlens.routing import Confusion, arms_by_prediction, default_arm, routed_to, tally
 from tokenlens.stats import ratio_estimate
 from tokenlens.tasks import CalibrationTask
 
@@ -112,11 +112,36 @@ def route_policy(policy: Policy, curve: Curve, tasks: Sequence[CalibrationTask])
         name: _reroute(policy.classes[name], routed.get(name), matrix, curve, name)
         for name in classes
     }
+    for name, entry in entries.items():
+        if entry.arm is None and entry.cause == "no_arm_held" and policy.classes[name].arm:
+            routed_here = [name, *routed_to(matrix, name)]
+            entries[name] = _unmeasured_cause(entry, policy, routed_here, chosen)
     default = _default_entry(policy.default, default_arm(certified, chosen), curve, classes)
+    if default.arm is None:
+        default = _unmeasured_cause(default, policy, classes, chosen)
     updated = policy.model_copy(
         update={"classes": entries, "default": default, "classifier": bundle}
     )
     return Routing(updated, matrix, labels, how)
+
+
+def _unmeasured_cause(
+    entry: PolicyEntry, policy: Policy, classes: Sequence[str], chosen: dict[str, Arm | None]
+) -> PolicyEntry:
+    """An entry left without an arm only because classes routed to it could not be measured
+    this run (not because an arm lost) says so: `tokenlens.decision.carryover` then keeps
+    the last certified entry rather than retracting it."""
+    lacking = [c for c in dict.fromkeys(classes) if chosen.get(c) is None]
+    causes = [policy.classes[c].cause if c in policy.classes else None for c in lacking]
+    if not lacking or not all(cause in COULD_NOT_MEASURE for cause in causes):
+        return entry
+    cause: NoneCause = "unmeasurable"
+    return entry.model_copy(
+        update={
+            "cause": cause,
+            "reason": entry.reason + "; could not be measured this run: " + ", ".join(lacking),
+        }
+    )
 
 
 def _reroute(

@@ -53,10 +53,13 @@ class ArmPlan:
     note: str
 
 
-def calls_for(tasks: int, repeats: int, n_arms: int, *, llm_judge: bool) -> tuple[int, int]:
-    """(answer calls, judge calls) of a fixed design over `n_arms` arms plus the control."""
+def calls_for(
+    tasks: int, repeats: int, n_arms: int, *, llm_judge: bool, judge_calls_per_pair: int = 1
+) -> tuple[int, int]:
+    """(answer calls, judge calls) of a fixed design over `n_arms` arms plus the control
+    (`judge_calls_per_pair` 2: each pair judged in both A/B orders)."""
     answers = tasks * repeats * (2 + n_arms)
-    judges = tasks * repeats * (1 + n_arms) if llm_judge else 0
+    judges = tasks * repeats * (1 + n_arms) * judge_calls_per_pair if llm_judge else 0
     return answers, judges
 
 
@@ -69,9 +72,16 @@ def price_design(
     model: str,
     judge_model: str | None,
     batch: bool = False,
+    judge_calls_per_pair: int = 1,
 ) -> float | None:
     """Dollars for a design; None when a model has no price (say so, never print $0)."""
-    answers, judges = calls_for(tasks, repeats, n_arms, llm_judge=judge_model is not None)
+    answers, judges = calls_for(
+        tasks,
+        repeats,
+        n_arms,
+        llm_judge=judge_model is not None,
+        judge_calls_per_pair=judge_calls_per_pair,
+    )
     answer_cost = cost_usd(
         model,
         input_tokens=int(prompt_tokens),
@@ -107,6 +117,7 @@ def plan_arm(
     model: str,
     judge_model: str | None,
     repeats: Sequence[int] = (1, 2, 3),
+    judge_calls_per_pair: int = 1,
 ) -> ArmPlan:
     """Designs that certify `arm` with 80 % power, from measurements or assumptions."""
     measured = retention is not None and spread is not None
@@ -120,8 +131,19 @@ def plan_arm(
             designs.append(Design(r, None, None, None, None, None))
             continue
         n = max(n, need_p)
-        answers, judges = calls_for(n, r, n_arms, llm_judge=judge_model is not None)
-        kwargs = {"prompt_tokens": prompt_tokens, "model": model, "judge_model": judge_model}
+        answers, judges = calls_for(
+            n,
+            r,
+            n_arms,
+            llm_judge=judge_model is not None,
+            judge_calls_per_pair=judge_calls_per_pair,
+        )
+        kwargs = {
+            "prompt_tokens": prompt_tokens,
+            "model": model,
+            "judge_model": judge_model,
+            "judge_calls_per_pair": judge_calls_per_pair,
+        }
         designs.append(
             Design(
                 r,

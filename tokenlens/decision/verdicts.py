@@ -246,12 +246,15 @@ def decide(
 
 
 def unresolved_classes(policy: Policy, requested_classes: Iterable[str] | None = None) -> list[str]:
-    """Requested classes that are unmeasurable, had no arm hold, or need more tasks."""
+    """Requested classes that are unmeasurable, had no arm hold, or need more tasks.
+
+    A class whose earlier entry was carried over (`tokenlens.decision.carryover`) is
+    unresolved too: this run could not measure it, whatever stays in force."""
     wanted = list(requested_classes) if requested_classes is not None else list(policy.classes)
     bad: list[str] = []
     for name in wanted:
         entry = policy.classes.get(name)
-        if entry is None or entry.cause in UNRESOLVED_CAUSES:
+        if entry is None or entry.cause in UNRESOLVED_CAUSES or entry.carried_over is not None:
             bad.append(name)
     return bad
 

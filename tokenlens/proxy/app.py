@@ -95,7 +95,7 @@ def create_app(
     """
     quiet_libraries()
     if store is None and settings.policy_location is not None:
-        store = PolicyStore(settings.policy_location)
+        store = PolicyStore(settings.policy_location, allow_offline=settings.allow_offline_policy)
     stats = ProxyStats(judge_window=settings.judge_window)
     metrics = ProxyMetrics()
     if store is not None:

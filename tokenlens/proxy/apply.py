@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -86,9 +87,14 @@ def fallback_arm(arm: Arm | None) -> Arm | None:
     return FLOOR_ARM
 
 
-def policy_arm(entry: PolicyEntry, *, allow_provisional: bool) -> ArmChoice:
-    """The arm a policy entry allows: ✓ applies; ? only when allowed; — at most `safe`."""
+def policy_arm(
+    entry: PolicyEntry, *, allow_provisional: bool, now: datetime | None = None
+) -> ArmChoice:
+    """The arm a policy entry allows: ✓ applies; ? only when allowed; — at most `safe`;
+    an entry past its age limit (`PolicyEntry.expires_at`) is treated as —."""
     arm = entry.arm
+    if arm is not None and entry.expired(now or datetime.now(UTC)):
+        return ArmChoice(FLOOR_ARM, "past its age limit (not re-certified): safe only")
     if entry.verdict == "measured" and arm is not None:
         return ArmChoice(arm, "measured")
     if entry.verdict == "provisional" and arm is not None:
@@ -105,6 +111,7 @@ def choose_arm(
     override: Arm | None,
     allow_provisional: bool,
     fallen_back: bool,
+    now: datetime | None = None,
 ) -> ArmChoice:
     """The whole rule, in precedence order: override, no policy, fallback, policy entry."""
     if override is not None:
@@ -112,7 +119,9 @@ def choose_arm(
     elif policy is None:
         return ArmChoice(None, "no policy")
     else:
-        choice = policy_arm(policy.entry_for(task_class), allow_provisional=allow_provisional)
+        choice = policy_arm(
+            policy.entry_for(task_class), allow_provisional=allow_provisional, now=now
+        )
     if fallen_back:
         return ArmChoice(fallback_arm(choice.arm), "live retention below bar: fallback")
     return choice

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tokenlens.classifier.classify import DEFAULT_CLASS
 from tokenlens.formatting import count, pct, usd
-from tokenlens.policy import VERDICT_MARK
+from tokenlens.policy import VERDICT_MARK, PolicyEntry
 from tokenlens.proxy.apply import choose_arm
 from tokenlens.proxy.handler import ProxyState
 from tokenlens.templating import render
@@ -52,6 +53,7 @@ def build_feed(state: ProxyState) -> dict[str, Any]:
     names: list[str] = list(policy.classes) if policy is not None else []
     names += [DEFAULT_CLASS, *sorted(set(stats.classes) - set(names) - {DEFAULT_CLASS})]
     live_values: list[float] = []
+    now = datetime.now(UTC)
     for name in names:
         class_stats = stats.for_class(name) if name in stats.classes else None
         window = stats.retention.get(name)
@@ -64,6 +66,7 @@ def build_feed(state: ProxyState) -> dict[str, Any]:
             override=settings.override_arm,
             allow_provisional=settings.allow_provisional,
             fallen_back=fallen,
+            now=now,
         )
         row: dict[str, Any] = {
             "task_class": name,
@@ -97,6 +100,7 @@ def build_feed(state: ProxyState) -> dict[str, Any]:
                 ),
                 reduction_pct=entry.reduction_pct,
                 reason=entry.reason,
+                **_entry_dates(entry, now),
             )
         rows.append(row)
     feed["quality"] = {
@@ -136,6 +140,24 @@ def build_feed(state: ProxyState) -> dict[str, Any]:
         "compress_budget_ms": settings.compress_budget_ms,
     }
     return feed
+
+
+def _entry_dates(entry: PolicyEntry, now: datetime) -> dict[str, Any]:
+    """When the entry was certified, until when it applies, and whether it was carried over
+    from an earlier run (ISO times; None where the policy file has none)."""
+    carried = entry.carried_over
+    return {
+        "certified_at": entry.certified_at.isoformat() if entry.certified_at else None,
+        "expires_at": entry.expires_at.isoformat() if entry.expires_at else None,
+        "expired": entry.arm is not None and entry.expired(now),
+        "carried_over": None
+        if carried is None
+        else {
+            "since": carried.since.isoformat(),
+            "from_run": carried.from_run or carried.from_calibration,
+            "why": carried.why,
+        },
+    }
 
 
 # --- HTML ---------------------------------------------------------------------------
@@ -178,6 +200,8 @@ def _class_rows(feed: dict[str, Any]) -> list[ClassRow]:
         calib = _pct(row.get("calibrated_retention"))
         if interval:
             calib += f" [{_pct(interval[0])}, {_pct(interval[1])}]"
+        if row.get("expired"):
+            status = f"EXPIRED {_date(row['expires_at'])}: {status}"
         live = _pct(row["live_retention"])
         if row["live_n"]:
             live += f" (n={row['live_n']})"
@@ -187,6 +211,7 @@ def _class_rows(feed: dict[str, Any]) -> list[ClassRow]:
             row["arm_label"],
             status,
             _pct(row.get("bar"), 0),
+            _certified_cell(row),
             calib,
             live,
             count(row["requests"], missing=MISSING),
@@ -196,6 +221,26 @@ def _class_rows(feed: dict[str, Any]) -> list[ClassRow]:
         ]
         out.append(ClassRow(row["task_class"], bool(fallback), [str(cell) for cell in cells]))
     return out
+
+
+def _date(iso: str | None) -> str:
+    return MISSING if iso is None else iso[:16].replace("T", " ")
+
+
+def _certified_cell(row: dict[str, Any]) -> str:
+    """`2026-11-01 02:40, until 2026-11-08 02:40` and, for a carried-over entry, since when."""
+    if row.get("certified_at") is None:
+        return MISSING
+    text = _date(row["certified_at"])
+    if row.get("expires_at"):
+        text += f", until {_date(row['expires_at'])}"
+    carried = row.get("carried_over")
+    if carried:
+        text = (
+            f"CARRIED OVER since {_date(carried['since'])} from run {carried['from_run']} "
+            f"(certified {text})"
+        )
+    return text
 
 
 def _notes(feed: dict[str, Any]) -> list[Note]:
@@ -211,13 +256,24 @@ def _notes(feed: dict[str, Any]) -> list[Note]:
     ]
 
 
-def _policy_line(policy: dict[str, Any] | None, settings: dict[str, Any]) -> str:
+def _policy_line(
+    policy: dict[str, Any] | None, settings: dict[str, Any], rows: list[dict[str, Any]]
+) -> str:
     if policy:
         line = (
             f"Policy {policy['calibration_id']} ({policy['path']}), model {policy['model']}, "
             f"judge {policy['judge']}, tolerance {policy['tolerance']:g}, "
             f"reloads {policy['reloads']}, rejected files {policy['rejections']}"
         )
+        carried = [row["task_class"] for row in rows if row.get("carried_over")]
+        if carried:
+            line += (
+                f". Carried over from earlier runs (newer runs could not measure them): "
+                f"{', '.join(carried)}"
+            )
+        expired = [row["task_class"] for row in rows if row.get("expired")]
+        if expired:
+            line += f". Past their age limit, not applied: {', '.join(expired)}"
         if policy["last_error"]:
             line += f". Last rejected: {policy['last_error']}"
         if settings["override"]:
@@ -295,7 +351,7 @@ def render_html(feed: dict[str, Any]) -> str:
     return render(
         "dashboard.html.j2",
         refresh_s=REFRESH_S,
-        policy_line=_policy_line(feed["policy"], settings),
+        policy_line=_policy_line(feed["policy"], settings, feed["classes"]),
         judge_line=judge_line,
         cards=_cards(feed),
         rows=_class_rows(feed),

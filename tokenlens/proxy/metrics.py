@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_client import (
@@ -158,6 +159,31 @@ class ProxyMetrics:
             multiprocess_mode="livemax",
             registry=registry,
         )
+        entry_gauges = {
+            "certified": (
+                "tokenlens_policy_entry_certified_timestamp_seconds",
+                "Unix time the run that measured the class's entry in force published it "
+                "(0: no arm, or a file without dates).",
+            ),
+            "expires": (
+                "tokenlens_policy_entry_expires_timestamp_seconds",
+                "Unix time after which the class's entry is no longer applied (0: no limit).",
+            ),
+            "carried": (
+                "tokenlens_policy_entry_carried_over_since_timestamp_seconds",
+                "Unix time since which the class's entry is carried over from an earlier run "
+                "because newer runs could not measure the class (0: not carried over).",
+            ),
+            "expired": (
+                "tokenlens_policy_entry_expired",
+                "1 when the class's entry is past its age limit and is not applied (safe only).",
+            ),
+        }
+        self.entry_gauges = {
+            key: Gauge(name, text, ["task_class"], multiprocess_mode="livemax", registry=registry)
+            for key, (name, text) in entry_gauges.items()
+        }
+        self._policy: Policy | None = None
         self.policy_polls = Counter(
             "tokenlens_policy_polls",
             "Policy source checks by result (unchanged, not_modified, reloaded, failed).",
@@ -262,6 +288,33 @@ class ProxyMetrics:
         self._calibration = policy.calibration_id
         self.policy_info.labels(policy.calibration_id).set(1)
         self.policy_loaded.set(loaded_at)
+        gone = set(self._policy.classes) - set(policy.classes) if self._policy else set()
+        for name in gone:
+            for gauge in self.entry_gauges.values():
+                gauge.labels(name).set(0)
+        self._policy = policy
+        self.entries_now()
+
+    def entries_now(self, now: datetime | None = None) -> None:
+        """Per class of the policy in force: certified, expires, carried over since, expired.
+
+        Called on every reload and every tick: an entry expires with time, not with a file."""
+        if self._policy is None:
+            return
+        now = now or datetime.now(UTC)
+        for name, entry in [*self._policy.classes.items(), ("default", self._policy.default)]:
+            dated = entry.arm is not None
+            carried = entry.carried_over
+            values = {
+                "certified": entry.certified_at.timestamp()
+                if dated and entry.certified_at
+                else 0.0,
+                "expires": entry.expires_at.timestamp() if dated and entry.expires_at else 0.0,
+                "carried": carried.since.timestamp() if dated and carried else 0.0,
+                "expired": 1.0 if dated and entry.expired(now) else 0.0,
+            }
+            for key, value in values.items():
+                self.entry_gauges[key].labels(name).set(value)
 
     def policy_polled(self, result: str) -> None:
         """`result`: unchanged | not_modified | reloaded | unreachable | invalid."""
@@ -273,6 +326,7 @@ class ProxyMetrics:
 
     def sync(self, stats: ProxyStats) -> None:
         """Bring the mirrored families up to date with `stats` (counters by their deltas)."""
+        self.entries_now()
         for key, value in stats.cache.items():
             side, _, kind = key.partition(".")
             if kind == "responses":

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from tokenlens.errors import PolicyError
-from tokenlens.policy import Policy, parse_policy
+from tokenlens.policy import Policy, offline_reason, parse_policy
 from tokenlens.proxy.policy_source import (
     FileSource,
     PolicySource,
@@ -32,10 +32,16 @@ log = logging.getLogger("tokenlens.proxy.policy")
 class PolicyStore:
     """Holds the last good policy from `source`; `poll()` picks up a change."""
 
-    def __init__(self, source: str | os.PathLike[str] | PolicySource) -> None:
+    def __init__(
+        self, source: str | os.PathLike[str] | PolicySource, *, allow_offline: bool = False
+    ) -> None:
         self.source: PolicySource = (
             open_source(source) if isinstance(source, str | os.PathLike) else source
         )
+        #: Apply a policy calibrated offline (on the embedded local model) to the upstream
+        #: anyway: `serve --allow-offline-policy`, for demos. Off, such a policy is refused
+        #: at start-up and on every reload (`offline_reason`).
+        self.allow_offline = allow_offline
         #: Where the policy comes from, as shown on the dashboard (a path or a public URL).
         self.path = (
             self.source.path if isinstance(self.source, FileSource) else self.source.location
@@ -95,11 +101,21 @@ class PolicyStore:
     def _parse(self, text: str) -> Policy:
         """A validated policy, or PolicyError naming the source, whatever the text holds."""
         try:
-            return parse_policy(text, self.source.location)
+            policy = parse_policy(text, self.source.location)
         except (RecursionError, ValueError) as exc:  # e.g. JSON nested beyond the limit
             raise PolicyError(
                 f"{self.source.location}: unreadable policy ({type(exc).__name__})"
             ) from exc
+        offline = offline_reason(policy)
+        if offline is not None and not self.allow_offline:
+            raise PolicyError(
+                f"{self.source.location}: refused: {offline}. Calibrate with "
+                "ANTHROPIC_API_KEY set (--backend anthropic) for a policy to apply to Claude, "
+                "or pass --allow-offline-policy to apply it anyway (a demo)"
+            )
+        if offline is not None:
+            log.warning("applying an offline policy (--allow-offline-policy): %s", offline)
+        return policy
 
     def _reject(self, reason: str, kind: str) -> bool:
         self.rejections += 1

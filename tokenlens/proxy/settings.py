@@ -66,6 +66,9 @@ class ProxySettings:
     upstream: str = DEFAULT_UPSTREAM
     policy_path: Path | None = None
     allow_provisional: bool = False
+    #: Apply a policy calibrated on the embedded local model (refused by default: its
+    #: numbers describe a tiny model, not Claude).
+    allow_offline_policy: bool = False
     #: `--compress ARM --rate R`: one arm for every request. With a policy as well, the
     #: policy still gives each class its bar (the shadow judge's fallback) and the
     #: dashboard its calibrated figures; only its choice of arm is overridden.
@@ -197,6 +200,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
             access_log=args.access_log,
             workers=args.workers,
             allow_provisional=args.allow_provisional,
+            allow_offline_policy=args.allow_offline_policy,
             override_arm=override,
             measure=args.measure,
             judge=args.judge,

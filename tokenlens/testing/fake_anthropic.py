@@ -32,6 +32,7 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -114,6 +115,8 @@ class FakeAnthropic:
         fault_kinds: the HTTP faults drawn from when `fault_rate` > 0.
         forget_rate: share of answers saying the context lacks the information (a model
             that got worse; see `fake_logic.fake_answer`).
+        port: loopback port to bind (0: the OS picks a free one).
+        keep_requests: how many recent requests the log keeps (None: all).
     """
 
     def __init__(
@@ -129,6 +132,8 @@ class FakeAnthropic:
         fault_rate: float = 0.0,
         fault_kinds: Iterable[str] = ("429", "529", "500"),
         forget_rate: float = 0.0,
+        port: int = 0,
+        keep_requests: int | None = None,
     ) -> None:
         self.seed = seed
         self.forget_rate = forget_rate
@@ -139,7 +144,9 @@ class FakeAnthropic:
         self.batch_polls = batch_polls
         self.require_key = require_key
         self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
+        #: The most recent requests kept (None: all; a long-running `tokenlens fake-upstream`
+        #: keeps a bounded window).
+        self._requests: deque[RecordedRequest] = deque(maxlen=keep_requests)
         self._faults: list[_Fault] = []
         self._seen: dict[str, int] = {}
         self._batches: dict[str, _Batch] = {}
@@ -152,7 +159,8 @@ class FakeAnthropic:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self.port = 0
+        #: The port asked for (0: the OS picks a free one; `port` is then the one bound).
+        self.port = port
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self._messages, methods=["POST"]),
@@ -171,19 +179,33 @@ class FakeAnthropic:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> FakeAnthropic:
-        """Serve on a free loopback port (the OS picks it) in a daemon thread until `stop()`."""
-        config = uvicorn.Config(
+    def _server_config(self) -> uvicorn.Config:
+        return uvicorn.Config(
             self.app,
             host="127.0.0.1",
-            port=0,
+            port=self.port,
             log_level="warning",
             access_log=False,
             lifespan="off",
             ws="none",
             timeout_graceful_shutdown=1,
         )
-        server = uvicorn.Server(config)
+
+    def serve_forever(self) -> None:
+        """Serve in this thread on `port` until SIGINT or SIGTERM (uvicorn handles both and
+        shuts down gracefully): `tokenlens fake-upstream`."""
+        server = uvicorn.Server(self._server_config())
+        self._server = server
+        try:
+            server.run()
+        finally:
+            self._server = None
+        if not server.started:
+            raise OSError(f"the fake Anthropic server could not listen on 127.0.0.1:{self.port}")
+
+    def start(self) -> FakeAnthropic:
+        """Serve on the loopback port (0: the OS picks one) in a daemon thread until `stop()`."""
+        server = uvicorn.Server(self._server_config())
         self._server = server
         self._stopping.clear()
         self._thread = threading.Thread(target=server.run, name="fake-anthropic", daemon=True)
