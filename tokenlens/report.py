@@ -354,3 +354,32 @@ def write_report(
     )
     paths.html.write_text(page)
     return paths
+
+
+def outcome_lines(policy: Policy, exit_code: int) -> list[str]:
+    """What the run decided per class, for the last lines a script or a person reads.
+
+    A class *decided* when an arm held, when the walk's first arm failed by its interval
+    on the tasks the evidence rule asks for, or when nothing was compressible; it was
+    *refused* when the instrument could not say (too few tasks, a noisy control, nothing
+    measured). Exit 4 means some requested class did not get a ✓ or ?: refused, or decided
+    that no arm may be applied.
+    """
+    decided: list[str] = []
+    refused: list[str] = []
+    for entry in policy.classes.values():
+        name = entry.task_class
+        if entry.verdict != "none":
+            decided.append(f"{name} {entry.mark} {_arm_text(entry)} held")
+        elif entry.cause == "nothing_compressible":
+            decided.append(f"{name}: nothing compressible")
+        elif entry.cause == "no_arm_held" and entry.n_tasks >= (entry.tasks_needed or 0):
+            decided.append(f"{name}: no arm held (failed by its interval)")
+        else:
+            why = {"too_few_tasks": "too few tasks", "unmeasurable": "unmeasurable"}
+            refused.append(f"{name} ({why.get(str(entry.cause), 'too few graded pairs')})")
+    head = {0: "exit 0: certified", 4: "exit 4: not certified"}.get(exit_code, f"exit {exit_code}")
+    parts = [f"decided — {'; '.join(decided)}" if decided else "decided — none"]
+    if refused:
+        parts.append(f"refused — {'; '.join(refused)}")
+    return [f"{head}. " + ". ".join(parts) + "."]
