@@ -9,7 +9,6 @@ an autoescaped Jinja2 template (`templates/report.html.j2`). The plot is
 
 from __future__ import annotations
 
-import base64
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from tokenlens.decision.applied import AppliedRetention
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
-from tokenlens.plot import plot_curve
+from tokenlens.plot import plot_images
 from tokenlens.policy import Policy, PolicyEntry
 from tokenlens.storage import Location, location
 from tokenlens.templating import render
@@ -77,6 +76,19 @@ def seed_lines(policy: Policy) -> list[str]:
             ignored = ", ".join(_label(a) for a in entry.ignored_arms)
             lines.append(" " * (width + 2) + f"ignored after the first failure: {ignored}")
     return lines
+
+
+def policy_markdown(lines: Sequence[str]) -> list[str]:
+    """`seed_lines` as a markdown list, one item per class, its indented continuation
+    lines joined to it: a code block would not wrap and is cut off in a narrow pane (the
+    Prefect UI's artifact view at 1400 px)."""
+    items: list[str] = []
+    for line in lines:
+        if line.startswith(" ") and items:
+            items[-1] += " — " + line.strip()
+        else:
+            items.append(" ".join(line.split()))
+    return [f"- {_md_cell(item)}" for item in items]
 
 
 def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
@@ -259,7 +271,7 @@ def render_markdown(
     if local_model:
         parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
     parts += [*_summary(policy, curve), ""]
-    parts += ["## Policy", "", "```", *seed_lines(policy), "```", ""]
+    parts += ["## Policy", "", *policy_markdown(seed_lines(policy)), ""]
     if unavailable:
         parts += ["## Not measured", ""]
         parts += [f"- `{arm}` was unavailable: {reason}" for arm, reason in unavailable.items()]
@@ -287,13 +299,15 @@ def render_html(
     policy: Policy,
     curve: Curve,
     *,
-    png: bytes,
+    svg: str,
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
 ) -> str:
-    """The report as one page (template `report.html.j2`), the plot inlined as a data URI."""
+    """The report as one page (template `report.html.j2`), the plot inlined as SVG
+    (matplotlib's own output, so it is inserted unescaped; every text it holds was
+    escaped by matplotlib's SVG writer)."""
     return render(
         "report.html.j2",
         calibration_id=policy.calibration_id,
@@ -304,7 +318,7 @@ def render_html(
         class_table=_class_table(policy),
         applied_words=APPLIED_WORDS,
         applied_table=_applied_table(applied) if applied else None,
-        png_base64=base64.b64encode(png).decode("ascii"),
+        plot_svg=svg,
         floor_table=_floor_table(curve),
         curve_table=_curve_table(curve),
         agreement_lines=_agreement_lines(agreement) if agreement is not None else [],
@@ -329,7 +343,7 @@ def write_report(
     weights) to the reason, so the report says what was not measured instead of omitting it.
     """
     out = location(folder)
-    png = plot_curve(curve, policy)
+    png, svg = plot_images(curve, policy)
     plot = out.child(f"{name}.png")
     plot.write_bytes(png)
     markdown = render_markdown(
@@ -346,7 +360,7 @@ def write_report(
     page = render_html(
         policy,
         curve,
-        png=png,
+        svg=svg,
         agreement=agreement,
         local_model=local_model,
         unavailable=unavailable,
