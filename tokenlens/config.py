@@ -163,9 +163,7 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
         present = {task.task_class for task in load_tasks(config.tasks)}
         if OFFLINE_CLASS in present:
             updates["classes"] = (OFFLINE_CLASS,)
-            notes.append(
-                f"class {OFFLINE_CLASS} (widen: --classes {OFFLINE_CLASS},numeric-reasoning)"
-            )
+            notes.append(f"class {OFFLINE_CLASS} (widen: --classes all, or a list)")
     if config.max_tasks_per_class is None:
         count = tasks_for_provisional(config.tolerance) + OFFLINE_SPARE_TASKS
         updates["max_tasks_per_class"] = count
