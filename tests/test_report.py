@@ -41,8 +41,9 @@ def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
         assert "Noise floors" in text and "Every arm" in text
         assert "llmlingua2 r=0.6" in text  # every arm of the curve is listed
     assert "![reduction vs retention](run1.png)" in md
-    assert "data:image/png;base64," in page
-    assert not re.search(r"(src|href)\s*=\s*['\"](?!data:)", page)  # nothing fetched
+    assert "<svg" in page  # the plot, inline (its text kept as text)
+    # nothing fetched: only data URIs and the SVG's references to its own parts
+    assert not re.search(r"(src|href)\s*=\s*['\"](?!data:|#)", page)
     assert "<link" not in page and "<script" not in page
 
 

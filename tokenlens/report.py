@@ -141,10 +141,10 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
         "arm",
         "status",
         "reduction",
-        "retention [one-sided 95% bounds]",
-        "capped per-pair mean",
+        "retention [95% bounds]",
+        "per-pair mean",
         "worst task",
-        "n tasks / pairs",
+        "tasks / pairs",
         "errors / broken",
     ]
     rows = []
