@@ -8,7 +8,7 @@ import pandas as pd
 
 from tests.grade_tables import cell, frame, realistic, uniform
 from tokenlens.decision import aggregate, decide, judge_agreement
-from tokenlens.report import LOCAL_MODEL_BANNER, seed_lines, write_report
+from tokenlens.report import LOCAL_MODEL_BANNER, outcome_lines, seed_lines, write_report
 
 
 def _built(grades: pd.DataFrame, judge: str | None = None):
@@ -105,3 +105,24 @@ def test_unavailable_arms_are_reported_with_their_reason(tmp_path) -> None:
     assert "Not measured" in page and "cannot load &lt;weights&gt;" in page
     plain = write_report(policy, curve, tmp_path / "plain")
     assert "Not measured" not in plain.markdown.read_text(encoding="utf-8")
+
+
+def test_outcome_line_says_which_classes_decided_what() -> None:
+    """The CLI's last line (issue 28): exit 4 names what each class decided or why it was
+    refused, so a failed arm reads as a finding and a small class as a refusal."""
+    grades = frame(
+        cell("decided", "control", uniform(80, 80, tasks=20, reps=1)),
+        cell("decided", "safe", uniform(80, 40, tasks=20, reps=1)),
+        cell("held", "control", uniform(80, 80, tasks=20, reps=1)),
+        cell("held", "safe", uniform(80, 80, tasks=20, reps=1)),
+        cell("small", "control", uniform(80, 80, tasks=3, reps=1)),
+        cell("small", "safe", uniform(80, 80, tasks=3, reps=1)),
+    )
+    _, policy = _built(grades)
+    (line,) = outcome_lines(policy, 4)
+    assert line.startswith("exit 4: not certified. decided — ")
+    assert "decided: no arm held (failed by its interval)" in line
+    assert "held ? safe held" in line
+    assert "refused — small (too few tasks)" in line
+    (ok,) = outcome_lines(policy, 0)
+    assert ok.startswith("exit 0: certified.")
