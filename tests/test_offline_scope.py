@@ -60,11 +60,12 @@ def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     assert config.shortest_tasks_first
     picked = config.selected_tasks()
     assert len(picked) == need + OFFLINE_SPARE_TASKS
-    assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in range(40 - 24, 40)}
+    shortest = range(40 - need - OFFLINE_SPARE_TASKS, 40)
+    assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in shortest}
     assert (config.repeats, config.temperature) == (1, 0.0)
     assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
     assert config.design == "fixed"
-    for words in ("class extraction", "--classes all", "24 shortest", "--repeats 3", "greedy"):
+    for words in ("class extraction", "--classes all", "32 shortest", "--repeats 3", "greedy"):
         assert words in banner
 
 

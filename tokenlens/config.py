@@ -113,8 +113,11 @@ class CalibrationConfig(BaseModel):
 #: metric grades without a model. Used when the task file has it; else every class.
 OFFLINE_CLASS = "extraction"
 #: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
-#: cleartext answer is cut off at max_tokens or graded 0 drops out of the count.
-OFFLINE_SPARE_TASKS = 4
+#: cleartext or compressed answer is cut off at max_tokens (the 135M model rambles) or
+#: graded 0 drops out of that arm's count. Measured on the 20 extraction tasks of the
+#: first starter set: 14 of 20 cleartext answers and 12-13 of 20 compressed ones ended by
+#: themselves, so 20 tasks left 10 with graded pairs; 32 leave about 20.
+OFFLINE_SPARE_TASKS = 12
 OFFLINE_REPEATS = 1
 #: The gentlest rung and a lossy one: the walk stops at the first that fails.
 OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
