@@ -52,7 +52,7 @@ def scope_of(*argv: str) -> tuple[CalibrationConfig, str]:
 def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     tmp_path: Path,
 ) -> None:
-    path = task_file(tmp_path, {OFFLINE_CLASS: 40, "summarization": 30})
+    path = task_file(tmp_path, {OFFLINE_CLASS: 50, "summarization": 30})
     config, banner = scope_of("--tasks", str(path))
     need = tasks_for_provisional(config.tolerance)
     assert config.classes == (OFFLINE_CLASS,)
@@ -60,12 +60,12 @@ def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     assert config.shortest_tasks_first
     picked = config.selected_tasks()
     assert len(picked) == need + OFFLINE_SPARE_TASKS
-    shortest = range(40 - need - OFFLINE_SPARE_TASKS, 40)
+    shortest = range(50 - need - OFFLINE_SPARE_TASKS, 50)
     assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in shortest}
     assert (config.repeats, config.temperature) == (1, 0.0)
     assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
     assert config.design == "fixed"
-    for words in ("class extraction", "--classes all", "32 shortest", "--repeats 3", "greedy"):
+    for words in ("class extraction", "--classes all", "40 shortest", "--repeats 3", "greedy"):
         assert words in banner
 
 

@@ -114,10 +114,10 @@ class CalibrationConfig(BaseModel):
 OFFLINE_CLASS = "extraction"
 #: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
 #: cleartext or compressed answer is cut off at max_tokens (the 135M model rambles) or
-#: graded 0 drops out of that arm's count. Measured on the 20 extraction tasks of the
-#: first starter set: 14 of 20 cleartext answers and 12-13 of 20 compressed ones ended by
-#: themselves, so 20 tasks left 10 with graded pairs; 32 leave about 20.
-OFFLINE_SPARE_TASKS = 12
+#: whose cleartext answer grades 0 (no fact of the reference in it) drops out of that
+#: arm's count. Measured on the 32 shortest extraction tasks of the 60-task set: 4 cut
+#: off, 9 graded 0, so 17 to 19 of 32 had graded pairs; 40 leave about 21-24.
+OFFLINE_SPARE_TASKS = 20
 OFFLINE_REPEATS = 1
 #: The gentlest rung and a lossy one: the walk stops at the first that fails.
 OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
