@@ -123,11 +123,12 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
             shown.append(min(per_pair, 100.0))
         shown.append(y)
         right_half = x > 0.5 * x_max  # label towards the middle, so it is not cut off
+        dy = _LABEL_OFFSETS[position % len(_LABEL_OFFSETS)]
         ax.annotate(
             f"{arm_label(str(r.arm))} ({r.status})".replace("_", " "),
             (x, y),
             fontsize=7,
-            xytext=(-4 if right_half else 4, _LABEL_OFFSETS[position % len(_LABEL_OFFSETS)]),
+            xytext=(-4 if right_half else 4, dy if y < 90.0 else -abs(dy)),  # not on the title
             textcoords="offset points",
             ha="right" if right_half else "left",
         )

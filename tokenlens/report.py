@@ -392,7 +392,9 @@ def outcome_lines(policy: Policy, exit_code: int) -> list[str]:
         else:
             why = {"too_few_tasks": "too few tasks", "unmeasurable": "unmeasurable"}
             refused.append(f"{name} ({why.get(str(entry.cause), 'too few graded pairs')})")
-    head = {0: "exit 0: certified", 4: "exit 4: not certified"}.get(exit_code, f"exit {exit_code}")
+    head = {0: "exit 0: every class has an arm (✓ or ?)", 4: "exit 4: not certified"}.get(
+        exit_code, f"exit {exit_code}"
+    )
     parts = [f"decided — {'; '.join(decided)}" if decided else "decided — none"]
     if refused:
         parts.append(f"refused — {'; '.join(refused)}")
