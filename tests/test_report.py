@@ -126,3 +126,19 @@ def test_outcome_line_says_which_classes_decided_what() -> None:
     assert "refused — small (too few tasks)" in line
     (ok,) = outcome_lines(policy, 0)
     assert ok.startswith("exit 0: every class has an arm (✓ or ?).")
+
+
+def test_noise_floor_bounds_never_pass_100_percent(tmp_path) -> None:
+    """Two tasks, one control pair each, far apart: the t bound of the floor used to read
+    past 100 % ("44.7 % (0.0 %-612.6 %)", issue 26); a share of quality lost cannot."""
+    grades = frame(
+        cell("a", "control", [[(80.0, 80.0)], [(80.0, 8.0)]]),
+        cell("a", "safe", [[(80.0, 80.0)], [(80.0, 80.0)]]),
+    )
+    curve, policy = _built(grades)
+    control = curve.table[curve.table["arm"] == "control"]
+    assert (control["noise_floor"] > 0.4).all()
+    assert (control["noise_floor_high"] <= 1.0).all()
+    page = write_report(policy, curve, tmp_path).html.read_text(encoding="utf-8")
+    shown = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)%", page)]
+    assert shown and max(shown) <= 100.0
