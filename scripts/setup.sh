@@ -41,7 +41,11 @@ if ! ldconfig -p 2>/dev/null | grep -q libgomp.so.1; then
   fi
 fi
 
-[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+# A venv cut short while it was made (no pip in it) is made again.
+if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -m pip --version >/dev/null 2>&1; }; then
+  say "creating $VENV"
+  "$PYTHON" -m venv --clear "$VENV"
+fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 
 say "installing $TORCH_SPEC (CPU build first, so llmlingua does not pull a CUDA build)"

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tests.grade_tables import cell, frame, realistic, uniform
 from tokenlens.decision import aggregate, decide, judge_agreement
-from tokenlens.report import LOCAL_MODEL_BANNER, seed_lines, write_report
+from tokenlens.report import LOCAL_MODEL_BANNER, outcome_lines, seed_lines, write_report
 
 
 def _built(grades: pd.DataFrame, judge: str | None = None):
@@ -41,8 +41,9 @@ def test_write_report_files_are_complete_and_self_contained(tmp_path) -> None:
         assert "Noise floors" in text and "Every arm" in text
         assert "llmlingua2 r=0.6" in text  # every arm of the curve is listed
     assert "![reduction vs retention](run1.png)" in md
-    assert "data:image/png;base64," in page
-    assert not re.search(r"(src|href)\s*=\s*['\"](?!data:)", page)  # nothing fetched
+    assert "<svg" in page  # the plot, inline (its text kept as text)
+    # nothing fetched: only data URIs and the SVG's references to its own parts
+    assert not re.search(r"(src|href)\s*=\s*['\"](?!data:|#)", page)
     assert "<link" not in page and "<script" not in page
 
 
@@ -104,3 +105,40 @@ def test_unavailable_arms_are_reported_with_their_reason(tmp_path) -> None:
     assert "Not measured" in page and "cannot load &lt;weights&gt;" in page
     plain = write_report(policy, curve, tmp_path / "plain")
     assert "Not measured" not in plain.markdown.read_text(encoding="utf-8")
+
+
+def test_outcome_line_says_which_classes_decided_what() -> None:
+    """The CLI's last line (issue 28): exit 4 names what each class decided or why it was
+    refused, so a failed arm reads as a finding and a small class as a refusal."""
+    grades = frame(
+        cell("decided", "control", uniform(80, 80, tasks=20, reps=1)),
+        cell("decided", "safe", uniform(80, 40, tasks=20, reps=1)),
+        cell("held", "control", uniform(80, 80, tasks=20, reps=1)),
+        cell("held", "safe", uniform(80, 80, tasks=20, reps=1)),
+        cell("small", "control", uniform(80, 80, tasks=3, reps=1)),
+        cell("small", "safe", uniform(80, 80, tasks=3, reps=1)),
+    )
+    _, policy = _built(grades)
+    (line,) = outcome_lines(policy, 4)
+    assert line.startswith("exit 4: not certified. decided — ")
+    assert "decided: no arm held (failed by its interval)" in line
+    assert "held ? safe held" in line
+    assert "refused — small (too few tasks)" in line
+    (ok,) = outcome_lines(policy, 0)
+    assert ok.startswith("exit 0: every class has an arm (✓ or ?).")
+
+
+def test_noise_floor_bounds_never_pass_100_percent(tmp_path) -> None:
+    """Two tasks, one control pair each, far apart: the t bound of the floor used to read
+    past 100 % ("44.7 % (0.0 %-612.6 %)", issue 26); a share of quality lost cannot."""
+    grades = frame(
+        cell("a", "control", [[(80.0, 80.0)], [(80.0, 8.0)]]),
+        cell("a", "safe", [[(80.0, 80.0)], [(80.0, 80.0)]]),
+    )
+    curve, policy = _built(grades)
+    control = curve.table[curve.table["arm"] == "control"]
+    assert (control["noise_floor"] > 0.4).all()
+    assert (control["noise_floor_high"] <= 1.0).all()
+    page = write_report(policy, curve, tmp_path).html.read_text(encoding="utf-8")
+    shown = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)%", page)]
+    assert shown and max(shown) <= 100.0

@@ -7,6 +7,8 @@ setting means the same thing everywhere and a run can be rebuilt from its record
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -104,3 +106,100 @@ class CalibrationConfig(BaseModel):
             max_per_class=self.max_tasks_per_class,
             shortest_first=self.shortest_tasks_first,
         )
+
+
+# --------------------------------------------------------------------------- offline scope
+#
+# On the embedded local model (2 CPU cores, about a second per answer) the online defaults
+# would take hours and decide nothing: every class short of the tasks a verdict needs, and
+# a tiny model's sampled answers so unlike each other that the control refuses the class.
+# So an offline run, for each setting the user did not choose, measures a scope that can
+# reach a verdict in minutes (`offline_scope`), and says what it chose and how to widen it.
+
+#: The class: its answers are short facts (names, ids, amounts, dates) that the reference
+#: metric grades without a model. Used when the task file has it; else every class.
+OFFLINE_CLASS = "extraction"
+#: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
+#: cleartext or compressed answer is cut off at max_tokens (the 135M model rambles) or
+#: whose cleartext answer grades 0 (no fact of the reference in it) drops out of that
+#: arm's count. Measured on the 32 shortest extraction tasks of the 60-task set: 4 cut
+#: off, 9 graded 0, so 17 to 19 of 32 had graded pairs; 40 leave about 21-24.
+OFFLINE_SPARE_TASKS = 20
+OFFLINE_REPEATS = 1
+#: The gentlest rung and a lossy one: the walk stops at the first that fails.
+OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
+OFFLINE_RATES: tuple[float, ...] = (0.6,)
+OFFLINE_MAX_TOKENS = 192
+#: Greedy decoding. Sampled at temperature 1 (or even 0.3) the 135M model's two cleartext
+#: answers to one prompt grade far apart (control losses of 30-80 % measured), which
+#: refuses the class as unmeasurable; greedy, the two are the same text and the control
+#: measures what remains (the judge, deterministic here): the floor reads 0.
+OFFLINE_TEMPERATURE = 0.0
+
+
+@dataclass(frozen=True)
+class OfflineScope:
+    """An offline run's settings, what the offline defaults chose, and how to widen each."""
+
+    config: CalibrationConfig
+    chosen: tuple[str, ...] = ()
+
+    def banner(self) -> str:
+        """The lines printed before the run (empty when nothing was narrowed)."""
+        if not self.chosen:
+            return ""
+        return (
+            "Offline default scope (the embedded model takes about a second per answer): "
+            + "; ".join(self.chosen)
+            + ". Options you pass are kept as given."
+        )
+
+
+def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) -> OfflineScope:
+    """Narrow an offline (local-model) run to a scope that can decide, in minutes.
+
+    A setting is left alone when it is in `explicit` (the CLI's options the user passed) or
+    differs from the default. Online runs are returned unchanged.
+    """
+    if config.resolved_backend() != "local":
+        return OfflineScope(config)
+    from tokenlens.decision.evidence import tasks_for_provisional
+
+    given = set(explicit) | set(config.model_fields_set)
+    default = CalibrationConfig()
+    updates: dict[str, object] = {}
+    notes: list[str] = []
+    if config.classes is None and "classes" not in set(explicit):
+        present = {task.task_class for task in load_tasks(config.tasks)}
+        if OFFLINE_CLASS in present:
+            updates["classes"] = (OFFLINE_CLASS,)
+            notes.append(f"class {OFFLINE_CLASS} (widen: --classes all, or a list)")
+    if config.max_tasks_per_class is None:
+        count = tasks_for_provisional(config.tolerance) + OFFLINE_SPARE_TASKS
+        updates["max_tasks_per_class"] = count
+        updates["shortest_tasks_first"] = True
+        notes.append(
+            f"its {count} shortest tasks (a verdict needs "
+            f"{tasks_for_provisional(config.tolerance)} with graded pairs; widen: "
+            "--max-tasks-per-class N)"
+        )
+    if "repeats" not in given:
+        updates["repeats"] = OFFLINE_REPEATS
+        notes.append(f"{OFFLINE_REPEATS} repeat (widen: --repeats 3)")
+    if config.methods == default.methods and config.rates == default.rates:
+        updates["methods"], updates["rates"] = OFFLINE_METHODS, OFFLINE_RATES
+        ladder = " then ".join(
+            f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m for m in OFFLINE_METHODS
+        )
+        notes.append(f"arms {ladder} (widen: --methods safe,minify,prune --rates 0.8,0.6)")
+    if "max_tokens" not in given:
+        updates["max_tokens"] = OFFLINE_MAX_TOKENS
+        notes.append(f"answers up to {OFFLINE_MAX_TOKENS} tokens (--max-tokens N)")
+    if "temperature" not in given:
+        updates["temperature"] = OFFLINE_TEMPERATURE
+        notes.append(
+            "greedy answers, so the control's noise floor reads 0 (sample: --temperature 1)"
+        )
+    if not updates:
+        return OfflineScope(config)
+    return OfflineScope(config.model_copy(update=updates), tuple(notes))

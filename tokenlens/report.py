@@ -9,7 +9,6 @@ an autoescaped Jinja2 template (`templates/report.html.j2`). The plot is
 
 from __future__ import annotations
 
-import base64
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from tokenlens.decision.carryover import carried_note
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
-from tokenlens.plot import plot_curve
+from tokenlens.plot import plot_images
 from tokenlens.policy import Policy, PolicyEntry
 from tokenlens.storage import Location, location
 from tokenlens.templating import render
@@ -82,6 +81,19 @@ def seed_lines(policy: Policy) -> list[str]:
     return lines
 
 
+def policy_markdown(lines: Sequence[str]) -> list[str]:
+    """`seed_lines` as a markdown list, one item per class, its indented continuation
+    lines joined to it: a code block would not wrap and is cut off in a narrow pane (the
+    Prefect UI's artifact view at 1400 px)."""
+    items: list[str] = []
+    for line in lines:
+        if line.startswith(" ") and items:
+            items[-1] += " — " + line.strip()
+        else:
+            items.append(" ".join(line.split()))
+    return [f"- {_md_cell(item)}" for item in items]
+
+
 def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
     header = [
         "class",
@@ -132,10 +144,10 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
         "arm",
         "status",
         "reduction",
-        "retention [one-sided 95% bounds]",
-        "capped per-pair mean",
+        "retention [95% bounds]",
+        "per-pair mean",
         "worst task",
-        "n tasks / pairs",
+        "tasks / pairs",
         "errors / broken",
     ]
     rows = []
@@ -262,7 +274,7 @@ def render_markdown(
     if local_model:
         parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
     parts += [*_summary(policy, curve), ""]
-    parts += ["## Policy", "", "```", *seed_lines(policy), "```", ""]
+    parts += ["## Policy", "", *policy_markdown(seed_lines(policy)), ""]
     if unavailable:
         parts += ["## Not measured", ""]
         parts += [f"- `{arm}` was unavailable: {reason}" for arm, reason in unavailable.items()]
@@ -290,13 +302,15 @@ def render_html(
     policy: Policy,
     curve: Curve,
     *,
-    png: bytes,
+    svg: str,
     agreement: JudgeAgreement | None = None,
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
 ) -> str:
-    """The report as one page (template `report.html.j2`), the plot inlined as a data URI."""
+    """The report as one page (template `report.html.j2`), the plot inlined as SVG
+    (matplotlib's own output, so it is inserted unescaped; every text it holds was
+    escaped by matplotlib's SVG writer)."""
     return render(
         "report.html.j2",
         calibration_id=policy.calibration_id,
@@ -307,7 +321,7 @@ def render_html(
         class_table=_class_table(policy),
         applied_words=APPLIED_WORDS,
         applied_table=_applied_table(applied) if applied else None,
-        png_base64=base64.b64encode(png).decode("ascii"),
+        plot_svg=svg,
         floor_table=_floor_table(curve),
         curve_table=_curve_table(curve),
         agreement_lines=_agreement_lines(agreement) if agreement is not None else [],
@@ -332,7 +346,7 @@ def write_report(
     weights) to the reason, so the report says what was not measured instead of omitting it.
     """
     out = location(folder)
-    png = plot_curve(curve, policy)
+    png, svg = plot_images(curve, policy)
     plot = out.child(f"{name}.png")
     plot.write_bytes(png)
     markdown = render_markdown(
@@ -349,7 +363,7 @@ def write_report(
     page = render_html(
         policy,
         curve,
-        png=png,
+        svg=svg,
         agreement=agreement,
         local_model=local_model,
         unavailable=unavailable,
@@ -357,3 +371,34 @@ def write_report(
     )
     paths.html.write_text(page)
     return paths
+
+
+def outcome_lines(policy: Policy, exit_code: int) -> list[str]:
+    """What the run decided per class, for the last lines a script or a person reads.
+
+    A class *decided* when an arm held, when the walk's first arm failed by its interval
+    on the tasks the evidence rule asks for, or when nothing was compressible; it was
+    *refused* when the instrument could not say (too few tasks, a noisy control, nothing
+    measured). Exit 4 means some requested class did not get a ✓ or ?: refused, or decided
+    that no arm may be applied.
+    """
+    decided: list[str] = []
+    refused: list[str] = []
+    for entry in policy.classes.values():
+        name = entry.task_class
+        if entry.verdict != "none":
+            decided.append(f"{name} {entry.mark} {_arm_text(entry)} held")
+        elif entry.cause == "nothing_compressible":
+            decided.append(f"{name}: nothing compressible")
+        elif entry.cause == "no_arm_held" and entry.n_tasks >= (entry.tasks_needed or 0):
+            decided.append(f"{name}: no arm held (failed by its interval)")
+        else:
+            why = {"too_few_tasks": "too few tasks", "unmeasurable": "unmeasurable"}
+            refused.append(f"{name} ({why.get(str(entry.cause), 'too few graded pairs')})")
+    head = {0: "exit 0: every class has an arm (✓ or ?)", 4: "exit 4: not certified"}.get(
+        exit_code, f"exit {exit_code}"
+    )
+    parts = [f"decided — {'; '.join(decided)}" if decided else "decided — none"]
+    if refused:
+        parts.append(f"refused — {'; '.join(refused)}")
+    return [f"{head}. " + ". ".join(parts) + "."]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def test_published_files_get_the_umasks_mode(
 def test_progress_lines_every_interval_with_rate_and_eta() -> None:
     now = [0.0]
     out = io.StringIO()
-    progress = LineProgress(out, every_s=30.0, clock=lambda: now[0])
+    progress = LineProgress(out, every_s=30.0, clock=lambda: now[0], heartbeat=False)
     progress.start("sample", 400)
     for done in range(1, 401):
         now[0] += 0.25  # 4 calls a second: 240 per minute
@@ -115,6 +116,24 @@ def test_progress_lines_every_interval_with_rate_and_eta() -> None:
     assert lines[1] == "sample: 120/400 (30%), 240.0 per min, ETA 1m10s"
     assert len(lines) == 1 + 3 + 1  # start, at 30/60/90 s, done
     assert lines[-1] == "sample: 400/400 done in 1m40s"
+
+
+def test_progress_lines_keep_coming_while_one_call_runs_long() -> None:
+    """Piped, a line is due every `every_s` even when no call finished meanwhile (one local
+    answer can take longer than that on a busy machine); the default is every 10 s."""
+    assert LineProgress()._every == 10.0
+    out = io.StringIO()
+    progress = LineProgress(out, every_s=0.2)
+    progress.start("sample", 4)
+    progress.advance("sample", 1, 4)
+    time.sleep(1.0)  # nothing advances: the heartbeat still prints
+    progress.finish("sample")
+    lines = out.getvalue().splitlines()
+    beats = [line for line in lines if line.startswith("sample: 1/4 (25%)")]
+    assert len(beats) >= 3, lines
+    assert lines[-1].startswith("sample: 1/4 done in")
+    time.sleep(0.5)
+    assert len(out.getvalue().splitlines()) == len(lines)  # nothing after finish
 
 
 def test_table_cells_are_not_turned_into_links_or_bold() -> None:

@@ -62,11 +62,17 @@ def test_the_articles_lines_mean_todays_options() -> None:
 
 
 def test_the_free_line_runs_as_printed(offline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Offline, the dry run sizes the run that would happen: the offline default scope
+    (one class; the banner says so and how to widen it), or every class when asked."""
     assert main(argv(LINE_DRY)) == 0
+    captured = capsys.readouterr()
+    assert "extraction" in captured.out and "numeric-reasoning" not in captured.out
+    assert "prune r=0.6" in captured.out and "cleartext" in captured.out
+    assert "Offline default scope" in captured.err and "--classes all" in captured.err
+    assert main([*argv(LINE_DRY), "--classes", "all"]) == 0
     out = capsys.readouterr().out
     for task_class in ("extraction", "numeric-reasoning", "summarization"):
         assert task_class in out
-    assert "prune r=0.6" in out and "cleartext" in out
 
 
 def test_the_one_class_line_dry(offline: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -115,14 +115,14 @@ def test_the_offline_dry_run_plans_the_calls_the_offline_run_pays(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """On the embedded local model (no key): the dry run applies the same offline defaults
-    as the run (2 repeats, rate 0.6, ...), so the calls it plans are the calls paid."""
+    as the run (one repeat, greedy answers, ...), so the calls it plans are the calls paid."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     narrow = ["--classes", "extraction", "--max-tasks-per-class", "1", "--methods", "safe"]
     narrow += ["--max-tokens", "32"]  # shorter answers: the test is about counts, not text
     assert main(["calibrate", "--dry-run", *narrow]) == 0
     out, err = capsys.readouterr()
-    assert "Offline default run" in err and "2 repeats" in err
+    assert "Offline default scope" in err and "1 repeat" in err
     planned = _answer_calls(out)
     started = time.monotonic()
     assert main(["calibrate", *narrow]) in (0, 4)

@@ -23,7 +23,7 @@ from tokenlens.models.local import (
     grammar_schema,
     resolve_model_path,
 )
-from tokenlens.models.prompt_cache import PromptState, PromptStateCache
+from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCache
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.tasks import CalibrationTask
 
@@ -84,7 +84,7 @@ def test_bundled_model_is_found_without_importing_its_package() -> None:
 
 
 def test_a_missing_model_path_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ModelCallError, match="neither 'smollm2' nor an existing GGUF file"):
+    with pytest.raises(ModelCallError, match=r"neither a bundled model \(smollm2, gemma3-270m\)"):
         LocalClient(str(tmp_path / "nope.gguf"))
 
 
@@ -279,3 +279,65 @@ def test_a_prompt_larger_than_the_cache_bound_is_not_kept() -> None:
     for seed in (1, 2):
         text_of(client, task_request(seed, question=question))
     assert (client.cache_hits, client.cache_misses) == (0, 2)
+
+
+def test_model_pool_makes_at_most_its_size_and_reuses_copies() -> None:
+    made: list[object] = []
+
+    def factory() -> object:
+        made.append(object())
+        return made[-1]
+
+    pool = ModelPool(factory, 2)
+    with pool.instance() as first, pool.instance() as second:
+        assert first is not second and pool.copies == 2
+    with pool.instance() as again:
+        assert again in (first, second)
+    assert len(made) == 2
+    with pytest.raises(ValueError, match="at least one copy"):
+        ModelPool(factory, 0)
+
+
+def test_model_pool_evaluates_a_prompt_once_while_others_wait() -> None:
+    """Two requests for one prompt at once: the second waits for the first's state instead
+    of evaluating it again; a failed evaluation lets the waiter claim it instead."""
+    pool = ModelPool(object, 2)
+    state, claimed = pool.cached_or_claim("p")
+    assert state is None and claimed
+    got: list[tuple[PromptState | None, bool]] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.cached_or_claim("p")))
+    waiter.start()
+    waiter.join(timeout=0.2)
+    assert waiter.is_alive() and not got  # waits while "p" is being evaluated
+    pool.publish("p", entry(10), max_bytes=100)
+    waiter.join(timeout=5)
+    assert got == [(pool.cache.get("p"), False)]
+
+    _, claimed = pool.cached_or_claim("q")
+    assert claimed
+    waiter = threading.Thread(target=lambda: got.append(pool.cached_or_claim("q")))
+    waiter.start()
+    pool.publish("q", None, 0)  # the evaluation failed
+    waiter.join(timeout=5)
+    assert got[-1] == (None, True)  # the waiter evaluates it now
+
+
+@pytest.mark.slow
+def test_two_copies_answer_at_once_and_a_seed_gives_the_same_text_on_either() -> None:
+    one = LocalClient(copies=1, prompt_cache_bytes=0)
+    two = LocalClient(copies=2)
+    question = "Which city is the office in? Reply in five words."
+    expected = {seed: text_of(one, task_request(seed, question=question)) for seed in (5, 6, 7)}
+    results: dict[int, str] = {}
+
+    def worker(seed: int) -> None:
+        results[seed] = text_of(two, task_request(seed, question=question))
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (5, 6, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == expected
+    assert two.pool().copies == 2  # the concurrent calls used a second copy
+    assert (two.cache_hits, two.cache_misses) == (2, 1)  # the prompt was evaluated once

@@ -4,6 +4,7 @@ terminal (a pipe, CI, a worker log), and fan-out to several sinks."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
@@ -55,43 +56,82 @@ class RichProgress:
 
 class LineProgress:
     """A line per stage start and end, and one every `every_s` seconds in between:
-    ``sample: 120/400 (30%), 48.0 calls/min, ETA 5m50s``.
+    ``sample: 120/400 (30%), 48.0 per min, ETA 5m50s``.
 
-    A rich bar draws nothing under a pipe, so a long run would be silent for minutes."""
+    A rich bar draws nothing under a pipe, so a long run would be silent for minutes. A
+    line is due every `every_s` even when nothing finished meanwhile (one local answer
+    can take longer than that on a busy machine): with `heartbeat`, a daemon thread
+    prints the due line of every open stage.
+    """
 
     def __init__(
         self,
         out: IO[str] | None = None,
         *,
-        every_s: float = 30.0,
+        every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool = True,
     ) -> None:
         self._out = out
         self._every = every_s
         self._clock = clock
+        self._heartbeat = heartbeat
         self._started: dict[str, float] = {}
         self._last: dict[str, float] = {}
         self._done: dict[str, tuple[int, int]] = {}
+        self._open: set[str] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def _print(self, text: str) -> None:
         print(text, file=self._out or sys.stderr, flush=True)
 
     def start(self, stage: str, total: int) -> None:
         now = self._clock()
-        self._started[stage] = self._last[stage] = now
-        self._done[stage] = (0, total)
+        with self._lock:
+            self._started[stage] = self._last[stage] = now
+            self._done[stage] = (0, total)
+            self._open.add(stage)
+            if self._heartbeat and self._thread is None:
+                self._wake.clear()
+                self._thread = threading.Thread(target=self._beat, daemon=True)
+                self._thread.start()
         self._print(f"{stage}: 0/{total} to do")
 
     def advance(self, stage: str, done: int, total: int) -> None:
-        self._done[stage] = (done, total)
+        with self._lock:
+            self._done[stage] = (done, total)
+        if done < total:
+            self._due(stage)
+
+    def _due(self, stage: str) -> None:
+        """Print the stage's line if `every_s` passed since its last one."""
         now = self._clock()
-        if now - self._last.get(stage, now) >= self._every and done < total:
+        with self._lock:
+            if stage not in self._open or now - self._last.get(stage, now) < self._every:
+                return
             self._last[stage] = now
-            self._print(self.line(stage, done, total, now - self._started[stage]))
+            done, total = self._done[stage]
+            text = self.line(stage, done, total, now - self._started[stage])
+        self._print(text)
+
+    def _beat(self) -> None:
+        while not self._wake.wait(min(1.0, self._every / 2)):
+            with self._lock:
+                stages = list(self._open)
+            for stage in stages:
+                self._due(stage)
 
     def finish(self, stage: str) -> None:
-        done, total = self._done.get(stage, (0, 0))
-        elapsed = self._clock() - self._started.get(stage, self._clock())
+        with self._lock:
+            done, total = self._done.get(stage, (0, 0))
+            elapsed = self._clock() - self._started.get(stage, self._clock())
+            self._open.discard(stage)
+            thread = self._thread if not self._open else None
+            if thread is not None:
+                self._thread = None
+                self._wake.set()
         self._print(f"{stage}: {done}/{total} done in {_duration(elapsed)}")
 
     @staticmethod

@@ -1,9 +1,7 @@
 """Opening a calibration run: clients, ledger, store, and the spend estimate.
 
-Also the offline default: on the embedded local model (2 CPU cores, seconds per answer)
-a full run over the starter set would take hours, so `offline_defaults` narrows the run
-to something that finishes in minutes, but only for the settings the user did not choose,
-and says what it chose and how to widen it.
+(The offline default scope, what a local-model run measures when the user did not say,
+is `tokenlens.config.offline_scope`.)
 """
 
 from __future__ import annotations
@@ -22,52 +20,12 @@ from tokenlens.calibration.stages import (
     select_tasks,
 )
 from tokenlens.calibration.store import Store
-from tokenlens.config import DEFAULT_RATES, CalibrationConfig
+from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import ModelClient
 from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
-
-#: What an offline run measures when the user did not say (see module docstring).
-OFFLINE_MAX_TASKS_PER_CLASS = 2
-OFFLINE_REPEATS = 2
-OFFLINE_RATES: tuple[float, ...] = (0.6,)
-OFFLINE_MAX_TOKENS = 192
-
-
-def offline_defaults(config: CalibrationConfig) -> tuple[CalibrationConfig, list[str]]:
-    """Narrow an offline (local-model) run to minutes; returns the config and what changed.
-
-    A setting counts as chosen when it was passed explicitly or differs from the default.
-    Online runs are returned unchanged.
-    """
-    if config.resolved_backend() != "local":
-        return config, []
-    chosen = config.model_fields_set
-    updates: dict[str, Any] = {}
-    notes: list[str] = []
-    if config.max_tasks_per_class is None:
-        updates["max_tasks_per_class"] = OFFLINE_MAX_TASKS_PER_CLASS
-        updates["shortest_tasks_first"] = True
-        notes.append(
-            f"the {OFFLINE_MAX_TASKS_PER_CLASS} shortest tasks per class "
-            "(widen: --max-tasks-per-class N)"
-        )
-    if "repeats" not in chosen:
-        updates["repeats"] = OFFLINE_REPEATS
-        notes.append(f"{OFFLINE_REPEATS} repeats (widen: --repeats 3)")
-    if tuple(config.rates) == tuple(sorted(DEFAULT_RATES, reverse=True)):
-        updates["rates"] = OFFLINE_RATES
-        notes.append(
-            "rate " + ",".join(f"{r:g}" for r in OFFLINE_RATES) + " (widen: --rates 0.8,0.6,0.4)"
-        )
-    if "max_tokens" not in chosen:
-        updates["max_tokens"] = OFFLINE_MAX_TOKENS
-        notes.append(f"answers up to {OFFLINE_MAX_TOKENS} tokens (change: --max-tokens N)")
-    if not updates:
-        return config, []
-    return config.model_copy(update=updates), notes
 
 
 def resume_config(store: str | Path, ref: str | None) -> tuple[CalibrationConfig, RunManifest]:

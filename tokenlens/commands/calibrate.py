@@ -55,7 +55,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file, or a folder"
     )
     parser.add_argument(
-        "--classes", "--class", type=_csv, default=None, help="comma-separated classes"
+        "--classes",
+        "--class",
+        type=_csv,
+        default=None,
+        help="comma-separated classes, or 'all' (offline the default is one class)",
     )
     parser.add_argument("--max-tasks-per-class", type=int, default=None)
     parser.add_argument(
@@ -136,6 +140,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=run)
 
 
+def explicit_options(args: argparse.Namespace) -> set[str]:
+    """Config fields the user chose on the command line (`--classes all` included)."""
+    return {"classes"} if args.classes == ("all",) else set()
+
+
 def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
     """Only the options the user gave override the config's defaults.
 
@@ -152,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
             )
     fields: dict[str, Any] = {
         "tasks": args.tasks,
-        "classes": args.classes,
+        "classes": None if args.classes == ("all",) else args.classes,
         "max_tasks_per_class": args.max_tasks_per_class,
         "shortest_tasks_first": args.shortest_first,
         "methods": args.methods,
@@ -239,35 +248,29 @@ PREFECT_DEFAULTS: dict[str, str] = {
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokenlens.config import offline_scope
+
     config = config_from_args(args)
     check_before_flow(config, resume=None if args.dry_run else args.resume)
+    if args.resume is None:
+        # The same scope for the dry run and the run, so the plan counts what the run pays.
+        scope = offline_scope(config, explicit=explicit_options(args))
+        config = scope.config
+        if scope.banner():
+            print(scope.banner(), file=sys.stderr)
     if args.dry_run:
         if args.out is not None:
             raise TokenLensError(
                 f"--out {args.out}: a --dry-run publishes no policy to write; drop one of them"
             )
-        from tokenlens.calibration.session import offline_defaults
         from tokenlens.dryrun import run_dry_run
 
-        # The same narrowing a real run applies, so the plan counts what the run will pay.
-        config, notes = offline_defaults(config)
-        _say_offline_defaults(notes)
         return run_dry_run(config)
     if args.out is not None and not args.out.parent.is_dir():
         raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
-
-
-def _say_offline_defaults(notes: list[str]) -> None:
-    if notes:
-        print(
-            "Offline default run (the embedded model takes seconds per answer): "
-            + "; ".join(notes)
-            + ".",
-            file=sys.stderr,
-        )
 
 
 def run_calibration(
@@ -289,16 +292,13 @@ def run_calibration(
     with PrefectApi() as api:
         from flows.calibrate import calibrate, flow_parameters
         from tokenlens.calibration.prefect_server import mark_orphans_crashed
-        from tokenlens.calibration.session import offline_defaults
         from tokenlens.errors import SpendLimitReached
-        from tokenlens.policy import atomic_write_text
+        from tokenlens.policy import atomic_write_text, load_policy
+        from tokenlens.report import outcome_lines
         from tokenlens.storage import location
 
         for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        if resume is None:
-            config, notes = offline_defaults(config)
-            _say_offline_defaults(notes)
         params = flow_parameters(
             config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
         )
@@ -328,4 +328,7 @@ def run_calibration(
     print(f"tables:  {result.store}")
     print(f"ledger:  {result.ledger} ({result.new_calls} new calls this run)")
     print(f"spend:   {result.spend_line} (planned: {result.estimate})")
+    policy = load_policy(location(result.policy_path))
+    for line in outcome_lines(policy, result.exit_code):
+        print(line)
     return result.exit_code

@@ -125,7 +125,8 @@ def _floor(grades: ClassGrades, df: pd.DataFrame, method: IntervalMethod, seed: 
         True,
         value=capped.mean,
         low=math.nan if capped.low is None else max(capped.low, 0.0),
-        high=math.nan if capped.high is None else capped.high,
+        # A floor is a share of quality lost: a t bound past 100 % says nothing more.
+        high=math.nan if capped.high is None else min(capped.high, 1.0),
         judge=None if split is None else split.judge,
         sampling=None if split is None else split.sampling,
         n_tasks=int(keep.sum()),

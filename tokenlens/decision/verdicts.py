@@ -147,8 +147,8 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
             name,
             "too_few_tasks",
             f"needs {_needs(need)} tasks for a {pct(curve.tolerance)} tolerance, has "
-            f"{int(ctrl['n_tasks'])}: with fewer, harm confined to a few tasks would be "
-            f"invisible{hint}" + unmeasured_note,
+            f"{int(ctrl['n_tasks'])} with a graded control pair: with fewer, harm confined "
+            f"to a few tasks would be invisible{hint}" + unmeasured_note,
             **numbers,
         )
     chosen_rows = arms[arms["chosen"].astype(bool)]

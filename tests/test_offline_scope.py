@@ -1,0 +1,97 @@
+"""The offline default scope (issue 28, point 2): what an offline run measures when the user
+did not say, chosen by a rule (class, size) so a grown task file still works, and options
+the user passed are kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenlens.cli import build_parser
+from tokenlens.commands.calibrate import config_from_args, explicit_options
+from tokenlens.config import (
+    OFFLINE_CLASS,
+    OFFLINE_SPARE_TASKS,
+    CalibrationConfig,
+    offline_scope,
+)
+from tokenlens.decision.evidence import tasks_for_provisional
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+def task_file(tmp_path: Path, classes: dict[str, int]) -> Path:
+    lines = []
+    for name, count in classes.items():
+        for i in range(count):
+            lines.append(
+                {
+                    "id": f"{name}-{i}",
+                    "task_class": name,
+                    "question": "Which invoice is open?",
+                    "context": "x " * (10 + (count - i) * 5),  # later tasks are shorter
+                    "reference": "INV-1",
+                }
+            )
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def scope_of(*argv: str) -> tuple[CalibrationConfig, str]:
+    args = build_parser().parse_args(["calibrate", *argv])
+    scope = offline_scope(config_from_args(args), explicit=explicit_options(args))
+    return scope.config, scope.banner()
+
+
+def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
+    tmp_path: Path,
+) -> None:
+    path = task_file(tmp_path, {OFFLINE_CLASS: 50, "summarization": 30})
+    config, banner = scope_of("--tasks", str(path))
+    need = tasks_for_provisional(config.tolerance)
+    assert config.classes == (OFFLINE_CLASS,)
+    assert config.max_tasks_per_class == need + OFFLINE_SPARE_TASKS
+    assert config.shortest_tasks_first
+    picked = config.selected_tasks()
+    assert len(picked) == need + OFFLINE_SPARE_TASKS
+    shortest = range(50 - need - OFFLINE_SPARE_TASKS, 50)
+    assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in shortest}
+    assert (config.repeats, config.temperature) == (1, 0.0)
+    assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
+    assert config.design == "fixed"
+    for words in ("class extraction", "--classes all", "40 shortest", "--repeats 3", "greedy"):
+        assert words in banner
+
+
+def test_options_the_user_passed_are_kept(tmp_path: Path) -> None:
+    path = task_file(tmp_path, {OFFLINE_CLASS: 30, "summarization": 30})
+    config, banner = scope_of(
+        "--tasks", str(path), "--classes", "all", "--repeats", "2", "--temperature", "1",
+        "--methods", "safe,minify", "--max-tasks-per-class", "5",
+    )  # fmt: skip
+    assert config.classes is None and config.repeats == 2 and config.temperature == 1.0
+    assert config.methods == ("safe", "minify") and config.max_tasks_per_class == 5
+    assert len(config.selected_tasks()) == 10  # both classes, 5 each
+    assert "class extraction" not in banner and "greedy" not in banner
+    listed, _ = scope_of("--tasks", str(path), "--classes", "summarization")
+    assert listed.classes == ("summarization",)
+
+
+def test_a_task_file_without_the_class_keeps_every_class(tmp_path: Path) -> None:
+    path = task_file(tmp_path, {"summarization": 30, "chat-history": 30})
+    config, _ = scope_of("--tasks", str(path))
+    assert config.classes is None
+    assert {t.task_class for t in config.selected_tasks()} == {"summarization", "chat-history"}
+
+
+def test_an_online_run_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    config, banner = scope_of()
+    assert config == config_from_args(build_parser().parse_args(["calibrate"]))
+    assert banner == ""

