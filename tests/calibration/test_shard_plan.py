@@ -11,7 +11,6 @@ import pytest
 
 from tokenlens.calibration.session import open_calibration
 from tokenlens.calibration.shards import ShardError, ShardSpec, open_shard, plan_shards
-from tokenlens.errors import TokenLensError
 from tokenlens.tasks import load_tasks
 
 
@@ -68,14 +67,16 @@ def test_a_worker_with_another_task_file_refuses_the_shard(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"shards": 0}, "shards: at least 1"),
+        ({"shards": 0}, "shards.*greater than or equal to 1"),
         ({"shards": 2, "design": "sequential"}, "sequential design decides each round"),
     ],
 )
 def test_the_flow_refuses_shards_it_cannot_run(
     prefect_api: str, make_config: Any, options: dict[str, Any], message: str
 ) -> None:
+    """Refused before anything runs: by Prefect's check of the parameters (the model's
+    bounds) or by the model's own rule."""
     from flows.calibrate import calibrate, flow_parameters
 
-    with pytest.raises(TokenLensError, match=message):
-        calibrate(**flow_parameters(make_config(), **options))
+    with pytest.raises(Exception, match=message):
+        calibrate(**{**flow_parameters(make_config()), **options})

@@ -7,22 +7,22 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from tokenlens.config import DEFAULT_METHODS, DEFAULT_RATES, CalibrationConfig
+from pydantic import ValidationError
+
+from tokenlens.calibration.params import CalibrateParams
+from tokenlens.commands.model_options import add_model_options, given
+from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
-from tokenlens.tasks import DEFAULT_TASKS_PATH
 
-
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def _rates(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in _csv(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"rates must be numbers like 0.8,0.6: {exc}") from exc
+#: Run options with no command-line meaning: the CLI reports an unresolved class by its
+#: exit code (4) instead of failing the in-process flow run.
+NOT_OPTIONS = ("fail_on_unresolved",)
+#: Spellings other than `--field-name` (the first is shown; `--class`: the article's).
+FLAGS = {
+    "classes": ["--classes", "--class"],
+    "shortest_tasks_first": ["--shortest-first", "--shortest-tasks-first"],
+}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,57 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="measure what each compression arm costs in answer quality; publish a policy",
         description="Runs the Prefect flow `calibrate` in-process (ephemeral Prefect). "
         "Offline (no ANTHROPIC_API_KEY) it answers with the embedded local model and "
-        "grades with the reference-metric judge. `tokenlens eval` is the same command.",
+        "grades with the reference-metric judge. `tokenlens eval` is the same command. "
+        "Every option is a parameter of the flow (and of the `calibrate/nightly` "
+        "deployment), with the same meaning and default.",
     )
     parser.add_argument("--dry-run", action="store_true", help="no model calls: sizes and cost")
-    parser.add_argument("--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file")
-    parser.add_argument(
-        "--classes", "--class", type=_csv, default=None, help="comma-separated classes"
-    )
-    parser.add_argument("--max-tasks-per-class", type=int, default=None)
-    parser.add_argument(
-        "--shortest-first",
-        action="store_true",
-        help="with --max-tasks-per-class: keep each class's shortest tasks",
-    )
-    parser.add_argument(
-        "--methods", type=_csv, default=DEFAULT_METHODS, help="comma-separated ladder methods"
-    )
-    parser.add_argument(
-        "--rates", type=_rates, default=DEFAULT_RATES, help="keep fractions, e.g. 0.8,0.6,0.4"
-    )
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--backend", choices=("auto", "anthropic", "local"), default="auto")
-    parser.add_argument("--model", default=None, help="answer model (or a GGUF path for local)")
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--temperature", type=float, default=None, help="answer sampling")
-    parser.add_argument("--judge", choices=("metric", "llm", "both"), default=None)
-    parser.add_argument(
-        "--judge-model", default=None, help="LLM judge model (without --judge: --judge llm)"
-    )
-    parser.add_argument("--judge-both-orders", action="store_true")
-    parser.add_argument("--judge-twice", action="store_true", help="split the noise floor")
-    parser.add_argument("--tolerance", type=float, default=None)
-    parser.add_argument("--mode", choices=("interval", "mean"), default=None)
-    parser.add_argument("--concurrency", type=int, default=None)
-    parser.add_argument("--max-spend", type=float, default=None, help="USD; stop scheduling")
-    parser.add_argument("--batch", action="store_true", help="Message Batches API (half price)")
-    parser.add_argument(
-        "--design",
-        choices=("fixed", "sequential"),
-        default=None,
-        help="fixed: every cell up front (default); sequential: rounds that pay only until "
-        "each arm's verdict is settled",
-    )
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="root of the run tables and the call ledger: a folder (default reports/store) "
-        "or a URL such as s3://bucket/prefix/store",
-    )
-    parser.add_argument(
-        "--reports", default=None, help="policy and report root: a folder (default reports) or URL"
-    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -91,70 +45,64 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="also write the published policy to FILE (for `serve --policy FILE`)",
     )
-    parser.add_argument("--llmlingua-model", default=None)
-    parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
-    parser.add_argument(
-        "--fresh-sample",
-        action="store_true",
-        help="draw new answer seeds for this run (new calls) instead of reusing the ledger's",
-    )
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const="latest",
-        default=None,
-        metavar="RUN",
-        help="resume an interrupted run with its own seeds and settings "
-        "(default: the newest unfinished run in --store); pays only for missing calls",
+    add_model_options(
+        parser,
+        CalibrateParams,
+        skip=NOT_OPTIONS,
+        flags=FLAGS,
+        extra={
+            "judge_model": {"help": "LLM judge model (without --judge: --judge llm)"},
+            "resume": {
+                "nargs": "?",
+                "const": "latest",
+                "metavar": "RUN",
+                "help": "resume an interrupted run with its own seeds and settings "
+                "(default: the newest unfinished run in --store); pays only for missing "
+                "calls",
+            },
+            "shards": {
+                "metavar": "N",
+                "help": "split the paid work into N shards run by the workers of the "
+                "shard deployment's pool (needs PREFECT_API_URL: the server those "
+                'workers use; README, "Many machines")',
+            },
+        },
     )
     parser.set_defaults(func=run)
 
 
-def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
-    """Only the options the user gave override the config's defaults.
+def params_from_args(args: argparse.Namespace) -> CalibrateParams:
+    """Only the options the user gave override the defaults (`CalibrateParams`).
 
     `--judge-model` alone asks for an LLM judge (`--judge llm`): naming a judge model and
     then grading with the model-free metric would ignore it silently."""
-    judge = args.judge
+    fields = given(args, CalibrateParams)
     if args.judge_model is not None:
-        if judge is None:
-            judge = "llm"
-        elif judge == "metric":
+        if args.judge is None:
+            fields["judge"] = "llm"
+        elif args.judge == "metric":
             raise TokenLensError(
                 "--judge-model names an LLM judge, but --judge metric uses none: "
                 "drop --judge-model or pass --judge llm (or both)"
             )
-    fields: dict[str, Any] = {
-        "tasks": args.tasks,
-        "classes": args.classes,
-        "max_tasks_per_class": args.max_tasks_per_class,
-        "shortest_tasks_first": args.shortest_first,
-        "methods": args.methods,
-        "rates": args.rates,
-        "backend": args.backend,
-        "model": args.model,
-        "judge_both_orders": args.judge_both_orders,
-        "judge_twice": args.judge_twice,
-        "batch": args.batch,
-        "design": args.design or "fixed",
-    }
-    optional = {
-        "repeats": args.repeats,
-        "max_tokens": args.max_tokens,
-        "temperature": args.temperature,
-        "judge": judge,
-        "judge_model": args.judge_model,
-        "tolerance": args.tolerance,
-        "mode": args.mode,
-        "concurrency": args.concurrency,
-        "max_spend": args.max_spend,
-        "store": args.store,
-        "reports": args.reports,
-        "llmlingua_model": args.llmlingua_model,
-        "seed": args.seed,
-    }
-    fields.update({key: value for key, value in optional.items() if value is not None})
-    return CalibrationConfig(**fields)
+    try:
+        return CalibrateParams(**fields)
+    except ValidationError as exc:
+        raise TokenLensError(_option_errors(exc)) from None
+
+
+def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
+    """The calibration settings of the command line (the run options left out)."""
+    return params_from_args(args).config()
+
+
+def _option_errors(exc: ValidationError) -> str:
+    """`--repeats 0: Input should be greater than or equal to 1` (one per bad option)."""
+    parts = []
+    for error in exc.errors():
+        where = "--" + "-".join(str(loc) for loc in error["loc"]).replace("_", "-")
+        parts.append(f"{where}: {error['msg']}" if error["loc"] else error["msg"])
+    return "; ".join(parts)
 
 
 #: Prefect settings for an in-process run, unless the user set them: a fresh ephemeral
@@ -168,7 +116,8 @@ PREFECT_DEFAULTS: dict[str, str] = {
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    params = params_from_args(args)
+    config = params.config()
     if args.dry_run:
         if args.out is not None:
             raise TokenLensError(
@@ -179,18 +128,27 @@ def run(args: argparse.Namespace) -> int:
         return run_dry_run(config)
     if args.out is not None and not args.out.parent.is_dir():
         raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
+    if params.shards is not None and not _configured_api():
+        raise TokenLensError(
+            f"--shards {params.shards}: shards are flow runs of the deployment "
+            f"{params.shard_deployment} taken by its pool's workers; point PREFECT_API_URL "
+            "at the Prefect server those workers use (a temporary server has no workers)"
+        )
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
+    return run_calibration(params, out=args.out)
 
 
-def run_calibration(
-    config: CalibrationConfig,
-    *,
-    fresh_sample: bool = False,
-    resume: str | None = None,
-    out: Path | None = None,
-) -> int:
+def _configured_api() -> bool:
+    """Whether a Prefect API is configured (environment, or else the Prefect profile)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
+def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
     """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
 
     The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
@@ -201,7 +159,7 @@ def run_calibration(
     # while this one loads Prefect, pandas and the flow (only now: `--help` and
     # `--dry-run` stay fast).
     with PrefectApi() as api:
-        from flows.calibrate import calibrate, flow_parameters
+        from flows.calibrate import calibrate
         from tokenlens.calibration.prefect_server import mark_orphans_crashed
         from tokenlens.calibration.session import offline_defaults
         from tokenlens.errors import SpendLimitReached
@@ -210,7 +168,8 @@ def run_calibration(
 
         for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        if resume is None:
+        config = params.config()
+        if params.resume is None:
             config, notes = offline_defaults(config)
             if notes:
                 print(
@@ -219,9 +178,8 @@ def run_calibration(
                     + ".",
                     file=sys.stderr,
                 )
-        params = flow_parameters(
-            config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
-        )
+        options = params.model_dump(exclude=set(CalibrationConfig.model_fields))
+        flow_kwargs = CalibrateParams.of(config, **{**options, "fail_on_unresolved": False})
         try:
             with api.connected():
                 for flow_run_id in mark_orphans_crashed(str(config.store)):
@@ -229,7 +187,7 @@ def run_calibration(
                         f"flow run {flow_run_id} marked Crashed: its process is gone",
                         file=sys.stderr,
                     )
-                result = calibrate(**params)
+                result = calibrate(**flow_kwargs.flow_kwargs())
         except SpendLimitReached as exc:
             print(f"tokenlens: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -248,4 +206,9 @@ def run_calibration(
     print(f"tables:  {result.store}")
     print(f"ledger:  {result.ledger} ({result.new_calls} new calls this run)")
     print(f"spend:   {result.spend_line} (planned: {result.estimate})")
+    if result.attempts > 1 or result.shards:
+        print(
+            f"         run total: {result.run_calls} paid calls, ${result.run_spent_usd:.4f} "
+            f"over {result.attempts} attempt(s)" + (" and its shards" if result.shards else "")
+        )
     return result.exit_code
