@@ -49,7 +49,7 @@ def test_automation_file_validates_and_targets_failed_and_crashed_calibrations()
 class _Hook(BaseHTTPRequestHandler):
     received: list[dict[str, Any]]
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's handler name
+    def do_POST(self) -> None:  # the stdlib handler's name
         length = int(self.headers.get("Content-Length", "0"))
         self.received.append(json.loads(self.rfile.read(length) or b"{}"))
         self.send_response(204)
