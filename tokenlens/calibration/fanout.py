@@ -294,6 +294,8 @@ def run_shards(
 class ShardsCancelled(ShardError):
     """The parent flow run was cancelled while its shards ran (they are cancelled too)."""
 
+    exit_code = 130  # interrupted, as by Ctrl-C: not bad input
+
 
 def cancel_shards(started: dict[UUID, _Shard], *, log: Any = None) -> list[UUID]:
     """Cancel every shard flow run that has not finished; returns the ones cancelled.
