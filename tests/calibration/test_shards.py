@@ -34,7 +34,7 @@ import s3fs
 from prefect.client.orchestration import get_client
 
 from flows.calibrate import calibrate, flow_parameters
-from tokenlens.calibration.fanout import existing_limits, limit_name
+from tokenlens.calibration.call_limits import existing_limits, limit_name
 from tokenlens.calibration.result import CalibrationResult
 from tokenlens.calibration.runs import list_runs
 from tokenlens.ledger import Ledger

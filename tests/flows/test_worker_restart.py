@@ -120,7 +120,8 @@ def test_a_worker_restart_leaves_a_running_calibration_running(
     from prefect.client.schemas.objects import FlowRun
     from prefect.deployments import run_deployment
 
-    anthropic.configure(latency_s=0.5)
+    # 16 answers, one at a time: ~24 s of work, so some is left after a SIGTERM's 10 s.
+    anthropic.configure(latency_s=1.5)
     env = worker_env(deployed, PREFECT_LOGGING_LEVEL="INFO")
     first = start_worker("restart-before", env, log=tmp_path / "worker-1.log")
     workers.append(first)
