@@ -3,6 +3,9 @@ signature and form, the CLI's options and the deployment's parameters all come f
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +83,20 @@ def test_bad_values_are_named_by_their_option(capsys: pytest.CaptureFixture[str]
     assert code == 2 and "sequential design decides each round" in capsys.readouterr().err
 
 
-def test_shards_need_the_server_their_workers_use(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A temporary server has no workers: `--shards` would wait forever, so it is refused."""
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setenv("PREFECT_PROFILES_PATH", "/nonexistent/profiles.toml")
-    assert main(["calibrate", "--shards", "2", "--backend", "anthropic"]) == 2
-    err = capsys.readouterr().err
-    assert "--shards 2" in err and "PREFECT_API_URL" in err
+def test_shards_need_the_server_their_workers_use(tmp_path: Path) -> None:
+    """A temporary server has no workers: `--shards` would wait forever, so it is refused
+    before any Prefect server starts (a new process: this one has the session's API)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_PROFILES_PATH"] = str(tmp_path / "profiles.toml")  # no profile's API either
+    done = subprocess.run(
+        [sys.executable, "-m", "tokenlens", "calibrate", "--shards", "2", "--backend", "local"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--shards 2" in done.stderr and "PREFECT_API_URL" in done.stderr
 
 
 def test_flow_parameters_keep_what_the_config_set(make_config: Any) -> None:

@@ -47,6 +47,7 @@ from tokenlens.testing.workers import (
     flow_run_processes,
     kill_tree,
     start_worker,
+    wait_for,
     worker_env,
 )
 
@@ -232,8 +233,8 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
     with open(tmp_path / "cli.log", "wb") as log:
         parent = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        shards = _wait_for(lambda: _running_shards(2), 240, "both shards to run")
-        _wait_for(lambda: len(answer_calls(anthropic)) >= 2, 60, "the shards to pay")
+        shards = wait_for(lambda: _running_shards(2), 240, "both shards to run")
+        wait_for(lambda: len(answer_calls(anthropic)) >= 2, 60, "the shards to pay")
         [run] = list_runs(config.store)
         assert run.flow_run_id is not None
         done = subprocess.run(
@@ -251,23 +252,13 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
             parent.wait()
     output = (tmp_path / "cli.log").read_text()
     assert code != 0 and "cancelled" in output, output[-2000:]
-    states = _wait_for(lambda: _final_states(shards), 120, "the shards to be cancelled")
+    states = wait_for(lambda: _final_states(shards), 120, "the shards to be cancelled")
     assert set(states) == {"CANCELLED"}, states
     assert not [w for w in workers if flow_run_processes(w.pid)]  # their processes stopped
     paid = len(answer_calls(anthropic))
     time.sleep(3)
     assert len(answer_calls(anthropic)) == paid  # nothing is paid any more
     assert paid < 2 * 2 * 2 * 5, f"the shards ran to the end ({time.monotonic() - started:.0f} s)"
-
-
-def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _running_shards(count: int) -> list[Any]:

@@ -18,7 +18,7 @@ new worker starts, as after a restart.
   anything: the run was left `Running` with no process, for good. Now either the flow
   run's process outlives the worker (as above), or its heartbeats stop, the README's
   automation (automations/calibration-resubmit.yaml, created here with a 45 s window
-  instead of 90 s) sets it back to Scheduled and the restarted worker resumes it: the
+  instead of 10 minutes) sets it back to Scheduled and the restarted worker resumes it: the
   same run, a second attempt. Either way: Completed, no answer paid twice beyond the one
   in flight (concurrency 1).
 """
@@ -29,7 +29,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from tokenlens.testing.workers import (
     kill_tree,
     prefect_cli,
     start_worker,
+    wait_for,
     worker_env,
 )
 
@@ -68,8 +68,8 @@ def deployed(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     env = worker_env(prefect_api)
     deploy(env)
     spec = yaml.safe_load(RESUBMIT.read_text())
-    assert spec["trigger"]["within"] == 90
-    spec["trigger"]["within"] = 45  # heartbeats come every 30 s
+    assert spec["trigger"]["within"] == 600
+    spec["trigger"]["within"] = 45  # prefect.yaml: a heartbeat every 30 s
     spec["name"] += "-test"
     path = tmp_path_factory.mktemp("automation") / "resubmit.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -95,16 +95,6 @@ def workers() -> Iterator[list[Any]]:
         for pid in runs:
             if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
-
-
-def wait_for(predicate: Any, timeout: float, what: str | Any) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 @pytest.mark.parametrize("restart", ["SIGKILL", "SIGTERM"])

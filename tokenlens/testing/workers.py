@@ -10,7 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 REPO = Path(__file__).resolve().parents[2]
@@ -99,3 +102,15 @@ def descendants(pid: int) -> list[int]:
 def flow_run_processes(worker: int) -> list[int]:
     """The worker's flow-run processes (they run `prefect.engine`)."""
     return [pid for pid in descendants(worker) if "prefect.engine" in cmdline(pid)]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str]) -> Any:
+    """Poll until `predicate()` is truthy and return it; fail naming `what` (a text, or a
+    function that tells what was seen) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
