@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Cancelled
 from prefect.utilities.annotations import opaque
 
 from tokenlens.calibration import stages
@@ -38,7 +39,7 @@ from tokenlens.calibration.artifacts import (
     record_effective_parameters,
     run_spend,
 )
-from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
+from tokenlens.calibration.fanout import FanOutSettings, ShardsCancelled, pay_with_shards
 from tokenlens.calibration.params import CalibrateParams, flow_parameters, takes_fields
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.result import CalibrationResult, ShardRun
@@ -197,6 +198,10 @@ def calibrate(**parameters: Any) -> CalibrationResult:
     terminal = _terminal_progress()
     try:
         result = _calibrate(asked, FanOut([artifact, terminal]), fan_out=fan_out)
+    except ShardsCancelled as exc:
+        # Cancelled, not Failed: Prefect lets a Cancelling flow run end only Cancelled.
+        # Returned as a state (a caller in-process gets Prefect's CancelledRun).
+        return cast(CalibrationResult, Cancelled(message=str(exc)))
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()

@@ -251,7 +251,10 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
             parent.kill()
             parent.wait()
     output = (tmp_path / "cli.log").read_text()
-    assert code != 0 and "cancelled" in output, output[-2000:]
+    assert code == 130 and "cancelled" in output, output[-2000:]
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(run.flow_run_id).state  # type: ignore[arg-type]
+    assert state is not None and state.is_cancelled(), state
     states = wait_for(lambda: _final_states(shards), 120, "the shards to be cancelled")
     assert set(states) == {"CANCELLED"}, states
     assert not [w for w in workers if flow_run_processes(w.pid)]  # their processes stopped

@@ -159,6 +159,8 @@ def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
     # while this one loads Prefect, pandas and the flow (only now: `--help` and
     # `--dry-run` stay fast).
     with PrefectApi() as api:
+        from prefect.exceptions import CancelledRun
+
         from flows.calibrate import calibrate
         from tokenlens.calibration.prefect_server import mark_orphans_crashed
         from tokenlens.calibration.session import offline_defaults
@@ -191,6 +193,9 @@ def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
         except SpendLimitReached as exc:
             print(f"tokenlens: {exc}", file=sys.stderr)
             return exc.exit_code
+        except CancelledRun as exc:  # e.g. `prefect flow-run cancel` on a sharded run
+            print(f"tokenlens: cancelled: {exc}", file=sys.stderr)
+            return 130
     print()
     for line in result.policy_lines:
         print(line)
