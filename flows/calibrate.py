@@ -6,80 +6,70 @@ compressed bodies are reused by their own content key. Prefect's default policy
 (RUN_ID) would never hit across runs, and TASK_SOURCE would throw paid work away on a
 comment edit, so Prefect holds no cache here: the ledger is the source of truth.
 
-Why one file past 400 lines: a third of it is the flow's signature, every setting a
-top-level parameter with its description (what the UI's "Custom run" form shows), and the
-deployment loads this file by path (`flows/calibrate.py:calibrate`), so the artifact
-helpers stay beside the flow rather than in a sibling module the worker may not import.
+The flow's parameters are `CalibrateParams`'s fields, one top-level parameter each
+(`tokenlens.calibration.params` says why not one model parameter); its artifacts are
+`tokenlens.calibration.artifacts`.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
-from uuid import UUID
+from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    create_table_artifact,
-    update_progress_artifact,
-)
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Cancelled
 from prefect.utilities.annotations import opaque
 
 from tokenlens.calibration import stages
+from tokenlens.calibration.artifacts import (
+    KEY_CURVE,
+    KEY_POLICY,
+    KEY_PROGRESS,
+    KEY_REPORT,
+    KEY_ROUNDS,
+    KEY_RUN,
+    KEY_SPEND,
+    KEY_TREND,
+    ArtifactProgress,
+    flow_run_id,
+    publish_results,
+    publish_spend,
+    record_effective_parameters,
+    run_spend,
+)
 from tokenlens.calibration.carry import publish_carried
-from tokenlens.calibration.fanout import FanOutSettings, pay_with_shards
+from tokenlens.calibration.fanout import FanOutSettings, ShardsCancelled, pay_with_shards
+from tokenlens.calibration.params import CalibrateParams, flow_parameters, takes_fields
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
 from tokenlens.calibration.result import CalibrationResult, ShardRun
 from tokenlens.calibration.rounds import RoundsResult, rounds_markdown, rounds_stage
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
-from tokenlens.calibration.session import (
-    estimate_spend,
-    open_calibration,
-)
+from tokenlens.calibration.session import estimate_spend, open_calibration
 from tokenlens.calibration.shards import reopen_ledger
 from tokenlens.calibration.stages import Calibration, Published
-from tokenlens.calibration.summary import (
-    curve_records,
-    report_artifact,
-    spend_line,
-    spend_text,
-    table_cell,
-    trend_markdown,
-    where_markdown,
-)
-from tokenlens.config import (
-    DEFAULT_LLMLINGUA_MODEL,
-    DEFAULT_MAX_POLICY_AGE_DAYS,
-    DEFAULT_METHODS,
-    DEFAULT_RATES,
-    DEFAULT_REPORTS,
-    DEFAULT_STORE,
-    Backend,
-    CalibrationConfig,
-    DecisionMode,
-    JudgeKind,
-)
+from tokenlens.calibration.summary import spend_line
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
-from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, TokenLensError
-from tokenlens.report import policy_markdown, seed_lines
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.report import seed_lines
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
-from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask
+from tokenlens.tasks import CalibrationTask
 
-#: Stable artifact keys (lowercase letters, digits, dashes).
-KEY_PROGRESS = "calibration-progress"
-KEY_CURVE = "calibration-curve"
-KEY_POLICY = "calibration-policy"
-KEY_SPEND = "calibration-spend"
-KEY_REPORT = "calibration-report"
-KEY_TREND = "calibration-trend"
-KEY_ROUNDS = "calibration-rounds"
+__all__ = [
+    "KEY_CURVE",
+    "KEY_POLICY",
+    "KEY_PROGRESS",
+    "KEY_REPORT",
+    "KEY_ROUNDS",
+    "KEY_RUN",
+    "KEY_SPEND",
+    "KEY_TREND",
+    "calibrate",
+    "flow_parameters",
+]
 
 _STAGE_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
@@ -94,41 +84,6 @@ def _as_is(value: T) -> T:
     rows and the run's context, which hold no futures. `opaque` still links the value
     itself to the task run that returned it (the flow run's graph keeps its edges)."""
     return cast(T, opaque(value))
-
-
-class ArtifactProgress:
-    """A Prefect progress artifact per run, updated at most every half second."""
-
-    def __init__(self) -> None:
-        self._id: UUID | None = None
-        self._last = 0.0
-        self._weights = {"compress": (0.0, 0.1), "sample": (0.1, 0.6), "judge": (0.7, 0.3)}
-
-    def _percent(self, stage: str, done: int, total: int) -> float:
-        start, width = self._weights.get(stage, (0.0, 0.0))
-        return round(100 * (start + width * (done / total if total else 1.0)), 1)
-
-    def start(self, stage: str, total: int) -> None:
-        percent = self._percent(stage, 0, total)
-        if self._id is None:
-            created = create_progress_artifact(
-                progress=percent,
-                key=KEY_PROGRESS,
-                description="Share of the calibration's work done (compress, sample, judge).",
-            )
-            self._id = cast(UUID, created)  # sync call: async_dispatch returns the value
-        else:
-            update_progress_artifact(self._id, percent)
-
-    def advance(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if self._id is not None and (now - self._last > 0.5 or done == total):
-            self._last = now
-            update_progress_artifact(self._id, self._percent(stage, done, total))
-
-    def finish(self, stage: str) -> None:
-        if self._id is not None:
-            update_progress_artifact(self._id, self._percent(stage, 1, 1))
 
 
 @task(**_STAGE_OPTIONS)
@@ -222,172 +177,56 @@ def publish_policy(
 
 
 @flow(name="calibrate", log_prints=True)
-def calibrate(
-    tasks: Path = DEFAULT_TASKS_PATH,
-    classes: list[str] | None = None,
-    max_tasks_per_class: int | None = None,
-    shortest_tasks_first: bool = False,
-    methods: list[str] = list(DEFAULT_METHODS),  # noqa: B006 - Prefect shows it in the form
-    rates: list[float] = list(DEFAULT_RATES),  # noqa: B006
-    repeats: int = 3,
-    backend: Backend = "auto",
-    model: str | None = None,
-    max_tokens: int = 512,
-    temperature: float = 1.0,
-    judge: JudgeKind = "metric",
-    judge_model: str | None = None,
-    judge_both_orders: bool = False,
-    judge_twice: bool = False,
-    tolerance: float = 0.95,
-    mode: DecisionMode = "interval",
-    concurrency: int = 4,
-    max_spend: float | None = None,
-    batch: bool = False,
-    design: Literal["fixed", "sequential"] = "fixed",
-    store: str = DEFAULT_STORE,
-    reports: str = DEFAULT_REPORTS,
-    llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL,
-    seed: int = 0,
-    max_policy_age: float | None = DEFAULT_MAX_POLICY_AGE_DAYS,
-    fresh_sample: bool = False,
-    fail_on_unresolved: bool = True,
-    resume: str | None = None,
-    shards: int | None = None,
-    shard_deployment: str = "calibrate-shard/shard",
-    calls_limit: int | None = None,
-    shard_lost_after: float = 600.0,
-) -> CalibrationResult:
+@takes_fields(CalibrateParams)
+def calibrate(**parameters: Any) -> CalibrationResult:
     """Calibrate the compression ladder against answer quality and publish a policy.
 
     Every setting is its own parameter, so one can be overridden
     (`prefect deployment run calibrate/nightly --param repeats=5`) and the deployment's
-    others are kept.
-
-    Args:
-        tasks: JSONL task file (on the worker).
-        classes: task classes to calibrate; empty for every class in the file.
-        max_tasks_per_class: cap on tasks per class; empty for all.
-        shortest_tasks_first: with a cap, keep each class's shortest tasks.
-        methods: ladder methods, gentlest first (safe, minify, dedup, prune, select, llmlingua2).
-        rates: keep fractions of the rate-taking methods, e.g. [0.8, 0.6, 0.4].
-        repeats: answer pairs per task and arm.
-        backend: anthropic, local, or auto (anthropic when ANTHROPIC_API_KEY is set).
-        model: answer model; empty for the backend's default.
-        max_tokens: answer length cap in tokens.
-        temperature: sampling temperature of the answers.
-        judge: metric (no model), llm (blind LLM judge) or both.
-        judge_model: model of the LLM judge; empty for the answer model.
-        judge_both_orders: judge each pair in both A/B orders.
-        judge_twice: re-judge control pairs to split the noise floor.
-        tolerance: retention an arm must keep (0-1).
-        mode: interval (the 95% bound must clear) or mean (the seed's rule).
-        concurrency: model calls in flight.
-        max_spend: USD cap for this run's new calls; empty for none.
-        batch: use the Message Batches API (half price, slower).
-        design: fixed (every cell up front) or sequential (rounds; pay only until each
-            arm's verdict is settled).
-        store: root of the Parquet tables, run manifests and the call ledger: a folder on
-            the worker or a URL such as s3://bucket/prefix/store.
-        reports: root of the published policies and reports (folder or URL).
-        llmlingua_model: LLMLingua-2 model (hub name or local path).
-        seed: sample seed of a run that does not ask for a fresh sample.
-        max_policy_age: days a certified policy entry stays in force unless a run
-            re-certifies it; a run that cannot measure a class carries its last entry
-            over until then; empty for no limit.
-        fresh_sample: draw new answer seeds for this run (a schedule sees drift); off, a
-            rerun reuses every paid call.
-        fail_on_unresolved: end the flow run Failed (after publishing) when a requested
-            class is unmeasurable, had no arm hold, or has too few tasks.
-        resume: a run id to resume with its own seeds ("latest": the newest unfinished run);
-            the other settings then come from that run.
-        shards: split the paid work into this many shards, each a flow run of
-            `shard_deployment` that any worker of its pool may take; empty: this process
-            pays for everything (the default).
-        shard_deployment: the deployment that runs one shard ("flow/deployment").
-        calls_limit: with shards, model calls in flight across all workers, per model (the
-            Prefect global concurrency limit tokenlens-calls-<model>, created or resized);
-            empty: leave any existing limit as it is.
-        shard_lost_after: seconds without a heartbeat after which a running shard's worker
-            counts as gone (the shard is marked Crashed and the run fails naming it).
+    others are kept. The parameters are `CalibrateParams`'s fields (listed below).
     """
-    config = CalibrationConfig(
-        tasks=tasks,
-        classes=tuple(classes) if classes else None,
-        max_tasks_per_class=max_tasks_per_class,
-        shortest_tasks_first=shortest_tasks_first,
-        methods=tuple(methods),
-        rates=tuple(rates),
-        repeats=repeats,
-        backend=backend,
-        model=model,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        judge=judge,
-        judge_model=judge_model,
-        judge_both_orders=judge_both_orders,
-        judge_twice=judge_twice,
-        tolerance=tolerance,
-        mode=mode,
-        concurrency=concurrency,
-        max_spend=max_spend,
-        batch=batch,
-        design=design,
-        store=store,
-        reports=reports,
-        llmlingua_model=llmlingua_model,
-        seed=seed,
-        max_policy_age=max_policy_age,
-    )
+    asked = CalibrateParams.model_validate(parameters)
     fan_out = None
-    if shards is not None:
-        if shards < 1:
-            raise TokenLensError(f"shards: at least 1 (or empty for no shards), got {shards}")
-        fan_out = FanOutSettings(shards, shard_deployment, calls_limit, shard_lost_after)
-        if design == "sequential":
-            raise TokenLensError(
-                "shards: the sequential design decides each round from every task's grades; "
-                "run it without shards (or use design=fixed)"
-            )
-    progress: Progress = ArtifactProgress()
-    terminal = _terminal_progress()
-    progress = FanOut([progress, terminal])
-    try:
-        result = _calibrate(
-            config, progress, fresh_sample=fresh_sample, resume=resume, fan_out=fan_out
+    if asked.shards is not None:
+        fan_out = FanOutSettings(
+            asked.shards,
+            asked.shard_deployment,
+            asked.calls_limit,
+            asked.shard_lost_after,
+            asked.shard_retries,
         )
+    artifact = ArtifactProgress()
+    terminal = _terminal_progress()
+    try:
+        result = _calibrate(asked, FanOut([artifact, terminal]), fan_out=fan_out)
+    except ShardsCancelled as exc:
+        # Cancelled, not Failed: Prefect lets a Cancelling flow run end only Cancelled.
+        # Returned as a state (a caller in-process gets Prefect's CancelledRun).
+        return cast(CalibrationResult, Cancelled(message=str(exc)))
     finally:
         if isinstance(terminal, RichProgress):
             terminal.close()
+    artifact.complete()
     unresolved = result.unresolved_classes
-    if fail_on_unresolved and unresolved:
+    if asked.fail_on_unresolved and unresolved:
         raise CalibrationUnresolved(unresolved, result.run_id, result.report_path)
     return result
 
 
-def flow_parameters(config: CalibrationConfig, **options: Any) -> dict[str, Any]:
-    """The flow's parameters for a config (plus `fresh_sample`, `resume`, ...)."""
-    params = config.model_dump(mode="json")
-    params["classes"] = list(config.classes) if config.classes else None
-    return {**params, **options}
-
-
 def _calibrate(
-    config: CalibrationConfig,
-    progress: Progress,
-    *,
-    fresh_sample: bool,
-    resume: str | None,
-    fan_out: FanOutSettings | None = None,
+    asked: CalibrateParams, progress: Progress, *, fan_out: FanOutSettings | None
 ) -> CalibrationResult:
     logger = get_run_logger()
+    fresh_sample = asked.fresh_sample
     cal, selected = open_calibration(
-        config,
+        asked.config(),
         progress=progress,
         fresh_sample=fresh_sample,
-        resume=resume,
-        flow_run_id=_flow_run_id(),
+        resume=asked.resume,
+        flow_run_id=flow_run_id(),
     )
     config = cal.config
+    record_effective_parameters(asked, cal)
     logger.info(
         "calibration %s, run %s (sample seed %d%s): %d tasks, %d arms + control, %d repeats, "
         "model %s (%s), judge %s",
@@ -424,8 +263,10 @@ def _calibrate(
                     _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(answers)
                 )
         except SpendLimitReached as exc:
-            _publish_spend(cal, estimate)
-            carried = publish_carried(config, cal.store.run_id, f"run stopped unmeasured: {exc}")
+            publish_spend(cal, estimate)
+            carried = publish_carried(
+                cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"
+            )
             if carried is not None:
                 logger.warning("the policy in force stays, carried over: %s", carried)
             raise
@@ -448,7 +289,8 @@ def _calibrate(
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
     lines = seed_lines(published.policy)
-    _publish_artifacts(cal, curve, published, lines, estimate)
+    publish_results(cal, curve, published, lines, estimate)
+    spent = run_spend(cal)
     return CalibrationResult(
         calibration_id=cal.calibration_id,
         run_id=cal.store.run_id,
@@ -464,76 +306,14 @@ def _calibrate(
         new_calls=cal.spend.new_calls,
         spend_line=spend_line(cal.spend),
         spent_usd=cal.spend.spent,
+        run_calls=spent.calls,
+        run_spent_usd=spent.usd,
+        attempts=spent.attempts,
         estimate=estimate,
         shards=shard_runs,
     )
 
 
-def _flow_run_id() -> str | None:
-    """The Prefect flow run's id: a retry of the same flow run resumes the same run."""
-    from prefect.runtime import flow_run
-
-    value = flow_run.get_id()
-    return str(value) if value else None
-
-
 def _terminal_progress() -> Progress:
     """A bar on a terminal; plain progress lines every 30 s anywhere else."""
     return RichProgress() if sys.stderr.isatty() else LineProgress()
-
-
-def _publish_spend(cal: Calibration, estimate: str) -> None:
-    create_markdown_artifact(
-        markdown="## Spend\n\n" + spend_text(cal.spend, estimate).replace("\n", "\n\n"),
-        key=KEY_SPEND,
-        description="What this calibration run cost (estimate, then actual).",
-    )
-
-
-def _publish_artifacts(
-    cal: Calibration, curve: Curve, published: Published, lines: list[str], estimate: str
-) -> None:
-    create_table_artifact(
-        table=curve_records(curve),
-        key=KEY_CURVE,
-        description=f"Quality curve per class and arm, ladder order (judge: {curve.judge}).",
-    )
-    policy = published.policy
-    markdown = [
-        f"## Policy of run {cal.store.run_id}",
-        "",
-        f"Calibration `{policy.calibration_id}`, model `{policy.model}`, judge "
-        f"`{policy.judge}`, tolerance {policy.tolerance:.0%}, mode `{policy.mode}`.",
-        "",
-        *policy_markdown(lines),
-        "",
-        "Why:",
-        "",
-        *[
-            f"- **{table_cell(entry.task_class)}** {entry.mark} {entry.reason}"
-            for entry in [*policy.classes.values(), policy.default]
-        ],
-        "",
-        where_markdown("Policy file", published.policy_path) + ".",
-    ]
-    stored = cast(list[CompressionRow], cal.store.read("compressions"))
-    unavailable = stages.unavailable_arms(stored)
-    if unavailable:
-        markdown += ["", "Arms not measured here:"]
-        markdown += [f"- `{arm}`: {reason}" for arm, reason in unavailable.items()]
-    create_markdown_artifact(
-        markdown="\n".join(markdown),
-        key=KEY_POLICY,
-        description="The published policy: ✓ measured, ? provisional, — none.",
-    )
-    create_markdown_artifact(
-        markdown=report_artifact(published, tables_dir=cal.store.run_dir.url),
-        key=KEY_REPORT,
-        description="The calibration report (verdicts, per-class table, noise floors, plot).",
-    )
-    create_markdown_artifact(
-        markdown=trend_markdown(str(cal.config.store), str(cal.config.reports)),
-        key=KEY_TREND,
-        description="Per class over the last runs: verdict, arm, retention, noise floor.",
-    )
-    _publish_spend(cal, estimate)

@@ -188,6 +188,38 @@ def test_spend_cap_stops_new_calls_but_not_cached_ones(tmp_path: Path) -> None:
     assert inner.calls == 2
 
 
+def test_each_call_names_the_run_that_paid_it_across_processes_and_compaction(
+    tmp_path: Path,
+) -> None:
+    """A run's spend adds up over its attempts (a crashed process's journal included)
+    and shards (another process stamping the same run); older records have no run."""
+    inner = CountingClient(cost=0.25)
+    LedgerClient(inner, Ledger(tmp_path)).complete(request("before the field"))
+    crashed = LedgerClient(inner, Ledger(tmp_path, run="run-1"))  # never compacted
+    crashed.complete(request("a"))
+    shard = LedgerClient(inner, Ledger(tmp_path, run="run-1", compacts=False))
+    shard.complete(request("b"))
+    assert shard.ledger.compact() and list(tmp_path.glob("journal-*.jsonl"))  # a no-op
+    other = LedgerClient(inner, Ledger(tmp_path, run="run-2"))
+    other.complete(request("a"))  # a hit: run-1 paid for it
+    other.complete(request("c"))
+    retry = Ledger(tmp_path, run="run-1")
+    assert sorted(r.request.messages[0].content for r in retry.paid_by("run-1")) == ["a", "b"]
+    retry.compact()  # through Parquet and back
+    reread = Ledger(tmp_path)
+    assert [r.request.messages[0].content for r in reread.paid_by("run-2")] == ["c"]
+    assert len(reread.paid_by("run-1")) == 2 and len(reread.paid_by("")) == 1
+
+
+def test_the_cap_counts_what_earlier_attempts_paid(tmp_path: Path) -> None:
+    spend = SpendMeter(max_spend=1.0, carried=0.75)
+    client = LedgerClient(CountingClient(cost=0.5), Ledger(tmp_path), spend=spend)
+    client.complete(request("a"))  # 0.75 + 0 < 1.0: allowed
+    with pytest.raises(SpendLimitReached, match=r"\$0.7500 before it"):
+        client.complete(request("b"))
+    assert (spend.spent, spend.new_calls) == (0.5, 1)
+
+
 def test_unpriced_calls_are_counted_not_priced(tmp_path: Path) -> None:
     spend = SpendMeter(max_spend=0.01)
     client = LedgerClient(CountingClient(cost=None), Ledger(tmp_path), spend=spend)

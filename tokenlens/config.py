@@ -34,47 +34,92 @@ DecisionMode = Literal["interval", "mean"]
 
 
 class CalibrationConfig(BaseModel):
-    """Everything that decides what a calibration run does."""
+    """Everything that decides what a calibration run does.
+
+    Each field's description is what the flow's form, its docstring and the CLI's help
+    show (`tokenlens.calibration.params`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tasks: Path = DEFAULT_TASKS_PATH
-    classes: tuple[str, ...] | None = None
-    max_tasks_per_class: int | None = Field(default=None, ge=1)
-    #: With a per-class cap: keep each class's shortest tasks rather than its first ones.
-    shortest_tasks_first: bool = False
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    rates: tuple[float, ...] = DEFAULT_RATES
-    repeats: int = Field(default=3, ge=1, le=50)
-    backend: Backend = "auto"
-    model: str | None = None  # None: the backend's default (Haiku, or the bundled GGUF)
-    max_tokens: int = Field(default=512, ge=16)
-    temperature: float = Field(default=1.0, ge=0.0, le=1.0)
-    judge: JudgeKind = "metric"
-    judge_model: str | None = None
-    judge_both_orders: bool = False
-    judge_twice: bool = False  # re-judge control pairs to split the noise floor
-    tolerance: float = Field(default=0.95, gt=0.0, le=1.0)
-    mode: DecisionMode = "interval"
-    concurrency: int = Field(default=4, ge=1, le=64)
-    max_spend: float | None = Field(default=None, gt=0)
-    batch: bool = False
-    #: fixed: every task x arm x repeat up front; sequential: rounds that pay only until
-    #: each decision is made (`tokenlens.decision.sequential`).
-    design: Literal["fixed", "sequential"] = "fixed"
-    #: Where the run tables, manifests and the call ledger live; `reports`: where the
-    #: policies and reports are published. A local path or an fsspec URL such as
-    #: ``s3://bucket/prefix`` (see `tokenlens.storage`); kept as text, since a `Path`
-    #: would fold ``s3://`` into ``s3:/``.
-    store: str = DEFAULT_STORE
-    reports: str = DEFAULT_REPORTS
-    llmlingua_model: str = DEFAULT_LLMLINGUA_MODEL
-    seed: int = 0
-    #: Days a certified policy entry stays in force without a run re-certifying it; a run
-    #: that could not measure a class carries its last certified entry over until then
-    #: (`tokenlens.decision.carryover`), and the proxy applies no entry past it. None: no
-    #: limit. Publishing reads it; it is not part of what was measured (not in the id).
-    max_policy_age: float | None = Field(default=DEFAULT_MAX_POLICY_AGE_DAYS, gt=0)
+    tasks: Path = Field(DEFAULT_TASKS_PATH, description="JSONL task file (on the worker).")
+    classes: tuple[str, ...] | None = Field(
+        None,
+        description="task classes to calibrate; empty for every class in the file (offline: "
+        "one class; `all` on the command line for every class).",
+    )
+    max_tasks_per_class: int | None = Field(
+        None, ge=1, description="cap on tasks per class; empty for all."
+    )
+    shortest_tasks_first: bool = Field(
+        False, description="with a cap, keep each class's shortest tasks (not its first)."
+    )
+    methods: tuple[str, ...] = Field(
+        DEFAULT_METHODS,
+        description="ladder methods, gentlest first (safe, minify, dedup, prune, select, "
+        "llmlingua2).",
+    )
+    rates: tuple[float, ...] = Field(
+        DEFAULT_RATES, description="keep fractions of the rate-taking methods, e.g. 0.8, 0.6, 0.4."
+    )
+    repeats: int = Field(3, ge=1, le=50, description="answer pairs per task and arm.")
+    backend: Backend = Field(
+        "auto", description="anthropic, local, or auto (anthropic when ANTHROPIC_API_KEY is set)."
+    )
+    model: str | None = Field(
+        None, description="answer model; empty for the backend's default (Haiku, or the GGUF)."
+    )
+    max_tokens: int = Field(512, ge=16, description="answer length cap in tokens.")
+    temperature: float = Field(
+        1.0, ge=0.0, le=1.0, description="sampling temperature of the answers."
+    )
+    judge: JudgeKind = Field(
+        "metric", description="metric (no model), llm (blind LLM judge) or both."
+    )
+    judge_model: str | None = Field(
+        None, description="model of the LLM judge; empty for the answer model."
+    )
+    judge_both_orders: bool = Field(False, description="judge each pair in both A/B orders.")
+    judge_twice: bool = Field(False, description="re-judge control pairs to split the noise floor.")
+    tolerance: float = Field(0.95, gt=0.0, le=1.0, description="retention an arm must keep (0-1).")
+    mode: DecisionMode = Field(
+        "interval", description="interval (the 95% bound must clear) or mean (the seed's rule)."
+    )
+    concurrency: int = Field(4, ge=1, le=64, description="model calls in flight.")
+    max_spend: float | None = Field(
+        None,
+        gt=0,
+        description="USD cap on this run's new calls, over all its attempts; empty for none.",
+    )
+    batch: bool = Field(False, description="use the Message Batches API (half price, slower).")
+    #: `tokenlens.decision.sequential` holds the sequential design.
+    design: Literal["fixed", "sequential"] = Field(
+        "fixed",
+        description="fixed (every task x arm x repeat up front) or sequential (rounds; pay "
+        "only until each arm's verdict is settled).",
+    )
+    #: Kept as text, since a `Path` would fold ``s3://`` into ``s3:/`` (`tokenlens.storage`).
+    store: str = Field(
+        DEFAULT_STORE,
+        description="root of the Parquet tables, run manifests and the call ledger: a folder "
+        "on the worker or a URL such as s3://bucket/prefix/store.",
+    )
+    reports: str = Field(
+        DEFAULT_REPORTS,
+        description="root of the published policies and reports (folder or URL).",
+    )
+    llmlingua_model: str = Field(
+        DEFAULT_LLMLINGUA_MODEL, description="LLMLingua-2 model (hub name or local path)."
+    )
+    seed: int = Field(0, description="sample seed of a run that does not ask for a fresh sample.")
+    #: Publishing reads it; it is not part of what was measured (not in the id).
+    max_policy_age: float | None = Field(
+        DEFAULT_MAX_POLICY_AGE_DAYS,
+        gt=0,
+        description="days a certified policy entry stays in force unless a run re-certifies "
+        "it; a run that cannot measure a class carries its last entry over until then "
+        "(tokenlens.decision.carryover), and the proxy applies no entry past it; empty "
+        "(`none` on the command line) for no limit.",
+    )
 
     @field_validator("store", "reports", mode="before")
     @classmethod
@@ -166,7 +211,7 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
     from tokenlens.decision.evidence import tasks_for_provisional
 
     given = set(explicit) | set(config.model_fields_set)
-    default = CalibrationConfig()
+    default = CalibrationConfig.model_validate({})
     updates: dict[str, object] = {}
     notes: list[str] = []
     if config.classes is None and "classes" not in set(explicit):

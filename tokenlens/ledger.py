@@ -84,11 +84,18 @@ class Ledger:
     Args:
         root: a local folder (created if missing) or an fsspec URL such as
             ``s3://bucket/prefix/ledger``.
+        run: the calibration run this instance pays for; stamped on every call it
+            stores, so a run's spend adds up over its attempts and shards (`paid_by`).
+        compacts: False for a process that leaves compaction to another (a shard: its
+            parent compacts once when every shard is done, instead of every shard
+            rewriting the whole shared ledger at the end of each stage).
     """
 
-    def __init__(self, root: str | Path | Location):
+    def __init__(self, root: str | Path | Location, *, run: str = "", compacts: bool = True):
         self.location = location(root)
         self.root = self.location.url
+        self.run = run
+        self.compacts = compacts
         self._store = open_store(self.location)
         self._lock = threading.Lock()
         self._records: dict[str, CallRecord] = {}
@@ -138,6 +145,11 @@ class Ledger:
         with self._lock:
             return list(self._records.values())
 
+    def paid_by(self, run: str) -> list[CallRecord]:
+        """The calls in this instance's view that `run` paid for (any attempt, any shard)."""
+        with self._lock:
+            return [record for record in self._records.values() if record.run == run]
+
     # -- writing -----------------------------------------------------------------
 
     def put(
@@ -168,6 +180,7 @@ class Ledger:
             request=request,
             completion=completion,
             created=datetime.now(UTC).isoformat(),
+            run=self.run,
         )
         stored = self._store.append(record)
         with self._lock:
@@ -180,8 +193,11 @@ class Ledger:
         """Fold pending records into the compacted table; returns where that table is.
 
         Safe while other processes or workers keep writing: a record stored concurrently
-        is either in the new table or still pending, never lost.
+        is either in the new table or still pending, never lost. A no-op on an instance
+        opened with `compacts=False`.
         """
+        if not self.compacts:
+            return self._store.where
         with self._lock:
             known = dict(self._records)
         merged = self._store.compact(known)
@@ -203,14 +219,17 @@ def _replay(completion: Completion, request: CompletionRequest) -> Completion:
 
 
 class SpendMeter:
-    """New spend of this run, against an optional cap. Thread-safe.
+    """New spend of this attempt of a run, against an optional cap. Thread-safe.
 
     Cached calls cost nothing. A call whose price is unknown (local model, a model missing
-    from the pricing table) counts as unpriced, never as a silent $0 estimate.
+    from the pricing table) counts as unpriced, never as a silent $0 estimate. `carried`
+    is what the run's earlier attempts paid (from the ledger): it counts against the cap,
+    so a run that crashes and is retried never pays more than `max_spend` in all.
     """
 
-    def __init__(self, max_spend: float | None = None):
+    def __init__(self, max_spend: float | None = None, *, carried: float = 0.0):
         self.max_spend = max_spend
+        self.carried = carried
         self._lock = threading.Lock()
         self.spent = 0.0
         self.new_calls = 0
@@ -220,10 +239,12 @@ class SpendMeter:
     def check(self) -> None:
         """Raise SpendLimitReached when the cap is reached (before a new call is made)."""
         with self._lock:
-            if self.max_spend is not None and self.spent >= self.max_spend:
+            if self.max_spend is not None and self.carried + self.spent >= self.max_spend:
                 self.refused += 1
+                earlier = f", ${self.carried:.4f} before it" if self.carried else ""
                 raise SpendLimitReached(
-                    f"max spend ${self.max_spend:.2f} reached (${self.spent:.4f} spent this run)"
+                    f"max spend ${self.max_spend:.2f} reached (${self.spent:.4f} spent by "
+                    f"this attempt{earlier})"
                 )
 
     def add(self, completion: Completion) -> None:
@@ -237,7 +258,7 @@ class SpendMeter:
     @property
     def exhausted(self) -> bool:
         with self._lock:
-            return self.max_spend is not None and self.spent >= self.max_spend
+            return self.max_spend is not None and self.carried + self.spent >= self.max_spend
 
 
 @dataclass

@@ -87,9 +87,12 @@ class CallRecord:
     request: CompletionRequest
     completion: Completion
     created: str
+    #: The calibration run that paid for the call ("" in records older than the field):
+    #: what lets a run's spend add up over its attempts and shards.
+    run: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw = {
             "key": self.key,
             "kind": self.kind,
             "client": self.client,
@@ -98,6 +101,7 @@ class CallRecord:
             "completion": self.completion.model_dump(mode="json"),
             "created": self.created,
         }
+        return {**raw, "run": self.run} if self.run else raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CallRecord:
@@ -109,6 +113,7 @@ class CallRecord:
             request=CompletionRequest.model_validate(raw["request"]),
             completion=Completion.model_validate(raw["completion"]),
             created=raw["created"],
+            run=raw.get("run", ""),
         )
 
     def encode(self) -> bytes:
@@ -447,6 +452,7 @@ def _record_of_row(row: CallRow) -> CallRecord:
         request=CompletionRequest.model_validate_json(row["request_json"]),
         completion=completion,
         created=row["created"],
+        run=row.get("run_id") or "",
     )
 
 
@@ -479,6 +485,7 @@ def table_bytes(records: Iterable[CallRecord]) -> bytes:
             "latency_s": r.completion.latency_s,
             "backend": r.completion.backend,
             "created": r.created,
+            "run_id": r.run or None,
         }
         for r in sorted(records, key=lambda rec: (rec.created, rec.key))
     ]

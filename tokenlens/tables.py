@@ -20,7 +20,7 @@ from typing import Annotated, Literal, TypedDict, Union, get_args, get_origin, g
 
 import pyarrow as pa
 
-TABLES_VERSION = 3
+TABLES_VERSION = 4
 
 #: Integer columns say their Arrow width; `str`, `float` and `bool` map one to one.
 Int32 = Annotated[int, pa.int32()]
@@ -213,6 +213,7 @@ class CallRow(TypedDict):
     latency_s: float | None
     backend: str | None
     created: str  # ISO 8601 UTC
+    run_id: str | None  # the calibration run that paid for it (null in older ledgers)
 
 
 CALLS = arrow_schema(CallRow)

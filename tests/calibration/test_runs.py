@@ -147,21 +147,3 @@ def test_artifacts_link_a_stored_file_only_where_a_browser_opens_it() -> None:
     assert where_markdown("report", "s3://b/p/r.html") == "report `s3://b/p/r.html`"
     assert where_markdown("report", "/srv/r.html") == "report `/srv/r.html` on the worker"
     assert where_markdown("report", "file:///srv/r.html") == "report `/srv/r.html` on the worker"
-
-
-def test_every_setting_is_a_described_flow_parameter_with_the_configs_default() -> None:
-    """The UI's Custom run form and `--param NAME=...` reach every setting of the config."""
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.calibrate import calibrate, flow_parameters
-
-    schema = parameter_schema(calibrate.fn).model_dump()["properties"]
-    defaults = flow_parameters(CalibrationConfig())
-    for name, default in defaults.items():
-        assert name in schema, name
-        assert schema[name].get("description"), f"{name} has no description"
-        assert schema[name].get("default") == default, name
-    extras = set(schema) - set(defaults)
-    run_options = {"fresh_sample", "fail_on_unresolved", "resume"}
-    fan_out = {"shards", "shard_deployment", "calls_limit", "shard_lost_after"}
-    assert extras == run_options | fan_out

@@ -9,15 +9,16 @@ Prefect API.
 What must hold: the shards ran on both workers; every answer cell was paid exactly once
 (the server's request log against the distinct call keys) and the parent paid nothing;
 the ledger, tables and policy are in the bucket; the per-model global limit held across
-both workers. Then with one worker SIGKILLed mid-shard: the run fails naming the lost
-shard, a rerun completes on the surviving worker, and no call the ledger had recorded is
-paid again (only the killed shard's calls in flight at the kill, at most its
-`concurrency`).
+both workers. Then with one worker SIGKILLed mid-shard (with its shard: a lost machine):
+the parent marks the silent shard Crashed and resubmits it, the surviving worker runs it,
+the run completes, and no call the ledger had recorded is paid again (only the killed
+shard's calls in flight at the kill, at most its `concurrency`). Then `tokenlens
+calibrate --shards 2` from the command line, cancelled mid-way: its shards are cancelled
+and their processes stopped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -33,30 +34,29 @@ import s3fs
 from prefect.client.orchestration import get_client
 
 from flows.calibrate import calibrate, flow_parameters
-from tokenlens.calibration.fanout import existing_limits, limit_name
+from tokenlens.calibration.call_limits import existing_limits, limit_name
 from tokenlens.calibration.result import CalibrationResult
-from tokenlens.calibration.shards import ShardError
+from tokenlens.calibration.runs import list_runs
 from tokenlens.ledger import Ledger
 from tokenlens.storage import location, read_parquet
 from tokenlens.testing import FakeAnthropic
 from tokenlens.testing.loopback_s3 import loopback_s3, new_bucket
+from tokenlens.testing.workers import (
+    deploy,
+    descendants,
+    flow_run_processes,
+    kill_tree,
+    start_worker,
+    wait_for,
+    worker_env,
+)
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-PREFECT = str(Path(sys.executable).with_name("prefect"))
-POOL = "tokenlens"
 LATENCY = 0.25  # seconds per model call: calls overlap, so the limits matter
-
-
-def prefect_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> None:
-    done = subprocess.run(
-        [PREFECT, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, f"prefect {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.fixture(scope="module")
@@ -71,38 +71,14 @@ def workers(
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """The shard deployment on the pool and two process workers, each in its own session
     (so killing one kills its flow runs too)."""
-    env = {
-        **os.environ,
-        "PREFECT_API_URL": prefect_api,
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
-        "PREFECT_WORKER_PREFETCH_SECONDS": "1",
-        "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",  # the minimum: a lost worker shows sooner
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    prefect_cli(["work-pool", "create", POOL, "--type", "process", "--overwrite"], env)
-    prefect_cli(["--no-prompt", "deploy", "--all"], env)
+    env = worker_env(prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY="30")
+    deploy(env)
     started = [start_worker(f"shard-worker-{n}", env) for n in (1, 2)]
     try:
         yield started
     finally:
         for worker in started:
-            for pid in [*_descendants(worker.pid), worker.pid]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            worker.wait(timeout=30)
-
-
-def start_worker(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`prefect worker start` taking one flow run at a time."""
-    command = ["worker", "start", "--pool", POOL, "--type", "process", "--limit", "1"]
-    return subprocess.Popen(
-        [PREFECT, *command, "--name", name],
-        cwd=REPO,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+            kill_tree(worker)
 
 
 def sharded(config: Any, **options: Any) -> CalibrationResult:
@@ -183,7 +159,7 @@ def test_one_calibration_sharded_over_two_workers(
     assert 1 < most_in_flight(answer_calls(anthropic)) <= 3
 
 
-def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
+def test_a_shard_lost_with_its_worker_is_resubmitted_and_pays_nothing_twice(
     workers: list[subprocess.Popen[bytes]], anthropic: FakeAnthropic, make_config: Any
 ) -> None:
     anthropic.configure(latency_s=LATENCY)
@@ -196,11 +172,10 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
         """Once both shards run and calls were made, SIGKILL one worker and its shard."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            busy = [w for w in workers if _flow_runs(w.pid)]
+            busy = [w for w in workers if flow_run_processes(w.pid)]
             if len(busy) == 2 and len(answer_calls(anthropic)) >= 8:
                 victim = busy[0]
-                tree = [victim.pid, *_descendants(victim.pid)]
-                killed["tree"] = {pid: _cmdline(pid) for pid in tree}
+                tree = [victim.pid, *descendants(victim.pid)]
                 for pid in tree:
                     os.kill(pid, signal.SIGKILL)
                 killed["worker"] = victim.pid
@@ -211,15 +186,16 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
 
     killer = threading.Thread(target=kill_a_worker_mid_shard, daemon=True)
     killer.start()
-    with pytest.raises(ShardError, match=r"shard \d/2 .*CRASHED.*no heartbeat"):
-        sharded(config, shard_lost_after=45.0)
+    result = sharded(config, shard_lost_after=45.0)  # one call: the lost shard comes back
     killer.join(timeout=5)
     assert "worker" in killed, "no worker was killed"
 
-    result = sharded(config, shard_lost_after=45.0)  # the survivor runs both
     survivor = next(w.pid for w in workers if w.pid != killed["worker"])
-    assert {run.result.launcher_pid for run in result.shards if run.result} == {survivor}
-    assert result.new_calls == 0
+    finished_on = {run.result.launcher_pid for run in result.shards if run.result}
+    assert finished_on == {survivor}, finished_on  # it finished both shards
+    with get_client(sync_client=True) as client:
+        run_counts = sorted(client.read_flow_run(r.flow_run_id).run_count for r in result.shards)  # type: ignore[arg-type]
+    assert run_counts == [1, 2]  # the lost shard's flow run ran a second time
     keys = answer_keys(result)
     paid = len(answer_calls(anthropic))
     assert set(keys) <= {r.key for r in Ledger(ledger).records()}
@@ -228,34 +204,84 @@ def test_a_worker_killed_mid_shard_then_a_rerun_pays_nothing_twice(
     extra = paid - len(keys)
     assert 0 <= extra <= config.concurrency, (paid, len(keys))
     assert killed["ledger"] and killed["paid"] >= 8
+    # The run's spend adds up over both shards and the lost one's two attempts.
+    assert result.run_calls == len({r.key for r in Ledger(ledger).records()})
 
 
-def _cmdline(pid: int) -> str:
+def test_cancelling_a_sharded_cli_run_cancels_its_shards(
+    workers: list[subprocess.Popen[bytes]],
+    anthropic: FakeAnthropic,
+    make_config: Any,
+    prefect_api: str,
+    tmp_path: Path,
+) -> None:
+    """`tokenlens calibrate --shards 2` against the pool's server; `prefect flow-run
+    cancel` on it while its shards run: both shards end Cancelled, their processes gone,
+    and no more calls are made."""
+    anthropic.configure(latency_s=0.5)
+    config = make_config(repeats=2, concurrency=1)
+    cli = [
+        sys.executable, "-m", "tokenlens", "calibrate", "--shards", "2",
+        "--backend", "anthropic", "--model", str(config.model),
+        "--classes", ",".join(config.classes), "--max-tasks-per-class", "2",
+        "--methods", ",".join(config.methods), "--rates", "0.6", "--repeats", "2",
+        "--judge", "metric", "--concurrency", "1",
+        "--store", str(config.store), "--reports", str(config.reports),
+    ]  # fmt: skip
+    env = worker_env(prefect_api)
+    started = time.monotonic()
+    with open(tmp_path / "cli.log", "wb") as log:
+        parent = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+        shards = wait_for(lambda: _running_shards(2), 240, "both shards to run")
+        wait_for(lambda: len(answer_calls(anthropic)) >= 2, 60, "the shards to pay")
+        [run] = list_runs(config.store)
+        assert run.flow_run_id is not None
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("prefect")), "flow-run", "cancel", run.flow_run_id],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        code = parent.wait(timeout=120)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    output = (tmp_path / "cli.log").read_text()
+    assert code == 130 and "cancelled" in output, output[-2000:]
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(run.flow_run_id).state  # type: ignore[arg-type]
+    assert state is not None and state.is_cancelled(), state
+    states = wait_for(lambda: _final_states(shards), 120, "the shards to be cancelled")
+    assert set(states) == {"CANCELLED"}, states
+    assert not [w for w in workers if flow_run_processes(w.pid)]  # their processes stopped
+    paid = len(answer_calls(anthropic))
+    time.sleep(3)
+    assert len(answer_calls(anthropic)) == paid  # nothing is paid any more
+    assert paid < 2 * 2 * 2 * 5, f"the shards ran to the end ({time.monotonic() - started:.0f} s)"
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
+def _running_shards(count: int) -> list[Any]:
+    """The newest `count` shard flow runs, once all of them are Running."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["calibration-shard"])),
+            sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+            limit=count,
+        )
+    running = [r for r in runs if r.state is not None and r.state.is_running()]
+    return [r.id for r in runs] if len(running) == count else []
 
 
-def _descendants(pid: int) -> list[int]:
-    found = []
-    for child in _children(pid):
-        found += [child, *_descendants(child)]
-    return found
-
-
-def _flow_runs(worker: int) -> list[int]:
-    """The worker's flow-run processes (they run `prefect.engine`)."""
-    return [pid for pid in _descendants(worker) if "prefect.engine" in _cmdline(pid)]
+def _final_states(ids: list[Any]) -> list[str]:
+    with get_client(sync_client=True) as client:
+        states = [client.read_flow_run(run_id).state for run_id in ids]
+    if all(state is not None and state.is_final() for state in states):
+        return [state.type.value for state in states if state is not None]
+    return []

@@ -57,8 +57,11 @@ class CalibrationResult(BaseModel):
     unresolved_classes: list[str]
     policy_lines: list[str]  # the seed-style one-liners of the policy
     unavailable_arms: dict[str, str]  # arm -> why it could not run here
-    new_calls: int  # calls paid by this run (the rest came from the ledger)
+    new_calls: int  # calls paid by this attempt (the rest came from the ledger)
     spend_line: str
     spent_usd: float
+    run_calls: int  # calls the run paid over all its attempts and shards (ledger)
+    run_spent_usd: float
+    attempts: int  # 1, plus one per resume or retry of the run
     estimate: str  # the spend estimate made before the first call
     shards: list[ShardRun] = []  # a sharded run's shards (empty: one process paid)

@@ -49,6 +49,8 @@ class RunManifest(BaseModel):
     #: The process running it (and its host), so a later run can tell it was killed.
     pid: int | None = None
     host: str | None = None
+    #: How many times it was started: 1, plus one per resume or Prefect retry.
+    attempts: int = 1
     config: dict[str, Any]
 
     def calibration_config(self) -> CalibrationConfig:
@@ -183,6 +185,7 @@ def reopen_run(store: Where, manifest: RunManifest, flow_run_id: str | None = No
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "flow_run_id": flow_run_id or manifest.flow_run_id,
+            "attempts": manifest.attempts + 1,
         }
     )
     write_manifest(store, reopened)

@@ -79,6 +79,10 @@ def open_calibration(
         progress=progress,
         run=manifest,
     )
+    # What the run's earlier attempts paid counts against its cap (SpendMeter).
+    cal.spend.carried = sum(
+        r.completion.cost_usd or 0.0 for r in cal.ledger.paid_by(cal.store.run_id)
+    )
     return cal, tasks
 
 
@@ -91,15 +95,18 @@ def assemble(
     progress: Progress | None = None,
     run: RunManifest | None = None,
     spend: SpendMeter | None = None,
+    compacts: bool = True,
 ) -> Calibration:
     """The `Calibration` of a run (or of a shard of it): store, ledger, ledger-backed clients.
 
     `client` is the raw backend; every answer and LLM judge call goes through the ledger
-    `<store>/ledger`, opened here. Makes no model call.
+    `<store>/ledger`, opened here and stamping `run_id` on every call it stores (a shard
+    stamps its parent's). `compacts=False`: leave compaction to another process (a shard).
+    Makes no model call.
     """
     model = answer_model(config, client)
     store = Store(config.store, run_id)
-    ledger = Ledger(store.ledger_dir)
+    ledger = Ledger(store.ledger_dir, run=run_id, compacts=compacts)
     spend = spend or SpendMeter(config.max_spend)
     answer_client = LedgerClient(client, ledger, kind="answer", spend=spend)
     judges = build_judges(config, answer_client=client, model=model, ledger=ledger, spend=spend)

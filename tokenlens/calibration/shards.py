@@ -135,6 +135,7 @@ def open_shard(
         run_id=run_id,
         calibration_id=calibration_id,
         progress=progress,
+        compacts=False,  # the parent compacts once, after every shard is done
     )
     return cal, [by_id[task_id] for task_id in spec.task_ids]
 
@@ -144,7 +145,9 @@ def pay_shard(cal: Calibration, spec: ShardSpec, tasks: list[CalibrationTask]) -
 
     Compressed bodies are reused from the run's table when this worker can read it (a
     shared store); otherwise recomputed (compression is byte-deterministic, so the
-    requests and their ledger keys are the parent's). No table is written.
+    requests and their ledger keys are the parent's). No table is written, and the
+    ledger is not compacted (`open_shard`): every call is durable the moment it returns,
+    and the parent folds every shard's calls in one compaction after they are done.
     """
     compressions = compress_stage(cal, tasks, write=False)
     answers = sample_stage(cal, tasks, compressions, write=False)

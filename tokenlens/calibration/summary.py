@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tokenlens.calibration.history import (
@@ -19,7 +21,7 @@ from tokenlens.formatting import arm_label, interval, pct
 if TYPE_CHECKING:
     from tokenlens.calibration.stages import Published
     from tokenlens.decision import Curve
-    from tokenlens.ledger import SpendMeter
+    from tokenlens.ledger import CallRecord, SpendMeter
 
 
 def table_cell(text: str) -> str:
@@ -67,13 +69,48 @@ def spend_line(spend: SpendMeter) -> str:
     return f"{spend.new_calls} new calls, ${spend.spent:.4f} this run{unpriced}"
 
 
-def spend_text(spend: SpendMeter, estimate: str | None) -> str:
+@dataclass(frozen=True)
+class RunSpend:
+    """What a run paid over all its attempts and shards: the ledger's calls stamped with
+    its id (a crashed attempt's calls included; a call another run paid for excluded)."""
+
+    run_id: str
+    calls: int
+    usd: float
+    unpriced: int
+    attempts: int
+
+    @classmethod
+    def of(cls, run_id: str, paid: Iterable[CallRecord], attempts: int) -> RunSpend:
+        costs = [record.completion.cost_usd for record in paid]
+        return cls(
+            run_id=run_id,
+            calls=len(costs),
+            usd=sum(cost for cost in costs if cost is not None),
+            unpriced=sum(1 for cost in costs if cost is None),
+            attempts=attempts,
+        )
+
+    def line(self) -> str:
+        unpriced = f" ({self.unpriced} without a price)" if self.unpriced else ""
+        tries = f"{self.attempts} attempts" if self.attempts != 1 else "1 attempt"
+        return f"{self.calls} paid calls, ${self.usd:.4f}{unpriced} over {tries}"
+
+
+def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = None) -> str:
+    """The spend artifact's lines: the plan, the run's spend from the ledger (every
+    attempt and shard), this attempt's, and the cap."""
     lines = []
     if estimate:
         lines.append(f"Planned before any call: {estimate}.")
-    lines.append(f"Spent: {spend_line(spend)}.")
+    if run is None:
+        lines.append(f"Spent: {spend_line(spend)}.")
+    else:
+        lines.append(f"Spent: {run.line()}: every call of run {run.run_id} in the ledger.")
+        if (run.calls, run.attempts) != (spend.new_calls, 1):
+            lines.append(f"Of which this attempt: {spend.new_calls} new calls, ${spend.spent:.4f}.")
     if spend.max_spend is not None:
-        lines.append(f"Max spend: ${spend.max_spend:.2f}.")
+        lines.append(f"Max spend: ${spend.max_spend:.2f} (all attempts together).")
     return "\n".join(lines)
 
 

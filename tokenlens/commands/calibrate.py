@@ -11,24 +11,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tokenlens.config import DEFAULT_METHODS, DEFAULT_RATES, CalibrationConfig
+from tokenlens.calibration.params import CalibrateParams
+from tokenlens.commands.model_options import add_model_options, given
+from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
-from tokenlens.tasks import DEFAULT_TASKS_PATH
 
-
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def _rates(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in _csv(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"rates must be numbers like 0.8,0.6: {exc}") from exc
-
-
-#: `--max-policy-age none`: no age limit.
+#: Run options with no command-line meaning: the CLI reports an unresolved class by its
+#: exit code (4) instead of failing the in-process flow run.
+NOT_OPTIONS = ("fail_on_unresolved",)
+#: Spellings other than `--field-name` (the first is shown; `--class`: the article's).
+FLAGS = {
+    "classes": ["--classes", "--class"],
+    "shortest_tasks_first": ["--shortest-first", "--shortest-tasks-first"],
+}
+#: `--max-policy-age none`: no age limit; `--classes all`: every class (offline too).
 NO_LIMIT = "none"
+ALL_CLASSES = ("all",)
 
 
 def _days(text: str) -> float | str:
@@ -43,68 +41,16 @@ def _days(text: str) -> float | str:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "calibrate",
-        # `eval`: the article's spelling (docs/article.md).
+        # `eval`: the article's spelling (README, "For readers of the article").
         aliases=["eval"],
         help="measure what each compression arm costs in answer quality; publish a policy",
         description="Runs the Prefect flow `calibrate` in-process (ephemeral Prefect). "
         "Offline (no ANTHROPIC_API_KEY) it answers with the embedded local model and "
-        "grades with the reference-metric judge. `tokenlens eval` is the same command.",
+        "grades with the reference-metric judge. `tokenlens eval` is the same command. "
+        "Every option is a parameter of the flow (and of the `calibrate/nightly` "
+        "deployment), with the same meaning and default.",
     )
     parser.add_argument("--dry-run", action="store_true", help="no model calls: sizes and cost")
-    parser.add_argument(
-        "--tasks", type=Path, default=DEFAULT_TASKS_PATH, help="JSONL task file, or a folder"
-    )
-    parser.add_argument(
-        "--classes",
-        "--class",
-        type=_csv,
-        default=None,
-        help="comma-separated classes, or 'all' (offline the default is one class)",
-    )
-    parser.add_argument("--max-tasks-per-class", type=int, default=None)
-    parser.add_argument(
-        "--shortest-first",
-        action="store_true",
-        help="with --max-tasks-per-class: keep each class's shortest tasks",
-    )
-    parser.add_argument(
-        "--methods", type=_csv, default=DEFAULT_METHODS, help="comma-separated ladder methods"
-    )
-    parser.add_argument(
-        "--rates", type=_rates, default=DEFAULT_RATES, help="keep fractions, e.g. 0.8,0.6,0.4"
-    )
-    parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--backend", choices=("auto", "anthropic", "local"), default="auto")
-    parser.add_argument("--model", default=None, help="answer model (or a GGUF path for local)")
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--temperature", type=float, default=None, help="answer sampling")
-    parser.add_argument("--judge", choices=("metric", "llm", "both"), default=None)
-    parser.add_argument(
-        "--judge-model", default=None, help="LLM judge model (without --judge: --judge llm)"
-    )
-    parser.add_argument("--judge-both-orders", action="store_true")
-    parser.add_argument("--judge-twice", action="store_true", help="split the noise floor")
-    parser.add_argument("--tolerance", type=float, default=None)
-    parser.add_argument("--mode", choices=("interval", "mean"), default=None)
-    parser.add_argument("--concurrency", type=int, default=None)
-    parser.add_argument("--max-spend", type=float, default=None, help="USD; stop scheduling")
-    parser.add_argument("--batch", action="store_true", help="Message Batches API (half price)")
-    parser.add_argument(
-        "--design",
-        choices=("fixed", "sequential"),
-        default=None,
-        help="fixed: every cell up front (default); sequential: rounds that pay only until "
-        "each arm's verdict is settled",
-    )
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="root of the run tables and the call ledger: a folder (default reports/store) "
-        "or a URL such as s3://bucket/prefix/store",
-    )
-    parser.add_argument(
-        "--reports", default=None, help="policy and report root: a folder (default reports) or URL"
-    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -112,102 +58,76 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="also write the published policy to FILE (for `serve --policy FILE`)",
     )
-    parser.add_argument(
-        "--max-policy-age",
-        type=_days,
-        default=None,
-        metavar="DAYS",
-        help="days a certified policy entry stays in force without a run re-certifying it; "
-        "a run that cannot measure a class carries its last entry over until then "
-        "(default 7; `none`: no limit)",
-    )
-    parser.add_argument("--llmlingua-model", default=None)
-    parser.add_argument("--seed", type=int, default=None, help="sample seed (default 0)")
-    parser.add_argument(
-        "--fresh-sample",
-        action="store_true",
-        help="draw new answer seeds for this run (new calls) instead of reusing the ledger's",
-    )
-    parser.add_argument(
-        "--resume",
-        nargs="?",
-        const="latest",
-        default=None,
-        metavar="RUN",
-        help="resume an interrupted run with its own seeds and settings "
-        "(default: the newest unfinished run in --store); pays only for missing calls",
+    add_model_options(
+        parser,
+        CalibrateParams,
+        skip=NOT_OPTIONS,
+        flags=FLAGS,
+        extra={
+            "judge_model": {"help": "LLM judge model (without --judge: --judge llm)"},
+            "max_policy_age": {"type": _days, "metavar": "DAYS"},
+            "resume": {
+                "nargs": "?",
+                "const": "latest",
+                "metavar": "RUN",
+                "help": "resume an interrupted run with its own seeds and settings "
+                "(default: the newest unfinished run in --store); pays only for missing "
+                "calls",
+            },
+            "shards": {
+                "metavar": "N",
+                "help": "split the paid work into N shards run by the workers of the "
+                "shard deployment's pool (needs PREFECT_API_URL: the server those "
+                "workers use; docs/many-machines.md)",
+            },
+        },
     )
     parser.set_defaults(func=run)
 
 
-def explicit_options(args: argparse.Namespace) -> set[str]:
-    """Config fields the user chose on the command line (`--classes all` included)."""
-    return {"classes"} if args.classes == ("all",) else set()
-
-
-def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
-    """Only the options the user gave override the config's defaults.
+def params_from_args(args: argparse.Namespace) -> CalibrateParams:
+    """Only the options the user gave override the defaults (`CalibrateParams`).
 
     `--judge-model` alone asks for an LLM judge (`--judge llm`): naming a judge model and
     then grading with the model-free metric would ignore it silently."""
-    judge = args.judge
+    fields = given(args, CalibrateParams)
+    if fields.get("classes") == ALL_CLASSES:
+        fields["classes"] = None
+    if fields.get("max_policy_age") == NO_LIMIT:
+        fields["max_policy_age"] = None
     if args.judge_model is not None:
-        if judge is None:
-            judge = "llm"
-        elif judge == "metric":
+        if args.judge is None:
+            fields["judge"] = "llm"
+        elif args.judge == "metric":
             raise TokenLensError(
                 "--judge-model names an LLM judge, but --judge metric uses none: "
                 "drop --judge-model or pass --judge llm (or both)"
             )
-    fields: dict[str, Any] = {
-        "tasks": args.tasks,
-        "classes": None if args.classes == ("all",) else args.classes,
-        "max_tasks_per_class": args.max_tasks_per_class,
-        "shortest_tasks_first": args.shortest_first,
-        "methods": args.methods,
-        "rates": args.rates,
-        "backend": args.backend,
-        "model": args.model,
-        "judge_both_orders": args.judge_both_orders,
-        "judge_twice": args.judge_twice,
-        "batch": args.batch,
-        "design": args.design or "fixed",
-    }
-    optional = {
-        "repeats": args.repeats,
-        "max_tokens": args.max_tokens,
-        "temperature": args.temperature,
-        "judge": judge,
-        "judge_model": args.judge_model,
-        "tolerance": args.tolerance,
-        "mode": args.mode,
-        "concurrency": args.concurrency,
-        "max_spend": args.max_spend,
-        "store": args.store,
-        "reports": args.reports,
-        "llmlingua_model": args.llmlingua_model,
-        "seed": args.seed,
-    }
-    fields.update({key: value for key, value in optional.items() if value is not None})
-    if args.max_policy_age is not None:
-        fields["max_policy_age"] = None if args.max_policy_age == NO_LIMIT else args.max_policy_age
     try:
-        return CalibrationConfig(**fields)
+        return CalibrateParams(**fields)
     except ValidationError as exc:
         raise TokenLensError(
             "; ".join(_option_problem(error) for error in exc.errors(include_url=False))
-        ) from exc
+        ) from None
 
 
-#: Config fields whose option is not `--field-name`.
-_OPTION_NAMES = {"shortest_tasks_first": "--shortest-first", "classes": "--classes"}
+def explicit_options(args: argparse.Namespace) -> set[str]:
+    """Settings the user chose on the command line that read as defaults (`--classes all`)."""
+    return {"classes"} if args.classes == ALL_CLASSES else set()
+
+
+def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
+    """The calibration settings of the command line (the run options left out)."""
+    return params_from_args(args).config()
 
 
 def _option_problem(error: Any) -> str:
     """`--repeats: Input should be greater than or equal to 1 (got 0)`, one per problem."""
     field = str(error["loc"][0]) if error["loc"] else ""
-    option = _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+    option = FLAGS.get(field, ["--" + field.replace("_", "-")])[0]
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not field:
+        return message
     value = error.get("input")
     got = "" if isinstance(value, dict) else f" (got {_shown(value)})"
     return f"{option}: {message}{got}"
@@ -250,14 +170,17 @@ PREFECT_DEFAULTS: dict[str, str] = {
 def run(args: argparse.Namespace) -> int:
     from tokenlens.config import offline_scope
 
-    config = config_from_args(args)
-    check_before_flow(config, resume=None if args.dry_run else args.resume)
-    if args.resume is None:
+    params = params_from_args(args)
+    config = params.config()
+    check_before_flow(config, resume=None if args.dry_run else params.resume)
+    if params.resume is None:
         # The same scope for the dry run and the run, so the plan counts what the run pays.
         scope = offline_scope(config, explicit=explicit_options(args))
         config = scope.config
         if scope.banner():
             print(scope.banner(), file=sys.stderr)
+        options = params.model_dump(exclude=set(CalibrationConfig.model_fields))
+        params = CalibrateParams.of(config, **options)
     if args.dry_run:
         if args.out is not None:
             raise TokenLensError(
@@ -268,18 +191,27 @@ def run(args: argparse.Namespace) -> int:
         return run_dry_run(config)
     if args.out is not None and not args.out.parent.is_dir():
         raise TokenLensError(f"--out {args.out}: folder {args.out.parent} does not exist")
+    if params.shards is not None and not _configured_api():
+        raise TokenLensError(
+            f"--shards {params.shards}: shards are flow runs of the deployment "
+            f"{params.shard_deployment} taken by its pool's workers; point PREFECT_API_URL "
+            "at the Prefect server those workers use (a temporary server has no workers)"
+        )
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    return run_calibration(config, fresh_sample=args.fresh_sample, resume=args.resume, out=args.out)
+    return run_calibration(params, out=args.out)
 
 
-def run_calibration(
-    config: CalibrationConfig,
-    *,
-    fresh_sample: bool = False,
-    resume: str | None = None,
-    out: Path | None = None,
-) -> int:
+def _configured_api() -> bool:
+    """Whether a Prefect API is configured (environment, or else the Prefect profile)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
+def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
     """`tokenlens calibrate`: run the flow in-process, print the policy; return the exit code.
 
     The exit code is the CLI's loud failure (4: a class unresolved), so the in-process flow
@@ -290,7 +222,9 @@ def run_calibration(
     # while this one loads Prefect, pandas and the flow (only now: `--help` and
     # `--dry-run` stay fast).
     with PrefectApi() as api:
-        from flows.calibrate import calibrate, flow_parameters
+        from prefect.exceptions import CancelledRun
+
+        from flows.calibrate import calibrate
         from tokenlens.calibration.prefect_server import mark_orphans_crashed
         from tokenlens.errors import SpendLimitReached
         from tokenlens.policy import atomic_write_text, load_policy
@@ -299,9 +233,9 @@ def run_calibration(
 
         for noisy in ("httpx", "httpcore"):  # one line per Prefect API request otherwise
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        params = flow_parameters(
-            config, fresh_sample=fresh_sample, resume=resume, fail_on_unresolved=False
-        )
+        config = params.config()
+        options = params.model_dump(exclude=set(CalibrationConfig.model_fields))
+        flow_kwargs = CalibrateParams.of(config, **{**options, "fail_on_unresolved": False})
         try:
             with api.connected():
                 for flow_run_id in mark_orphans_crashed(str(config.store)):
@@ -309,10 +243,13 @@ def run_calibration(
                         f"flow run {flow_run_id} marked Crashed: its process is gone",
                         file=sys.stderr,
                     )
-                result = calibrate(**params)
+                result = calibrate(**flow_kwargs.flow_kwargs())
         except SpendLimitReached as exc:
             print(f"tokenlens: {exc}", file=sys.stderr)
             return exc.exit_code
+        except CancelledRun as exc:  # e.g. `prefect flow-run cancel` on a sharded run
+            print(f"tokenlens: cancelled: {exc}", file=sys.stderr)
+            return 130
     print()
     for line in result.policy_lines:
         print(line)
@@ -328,6 +265,11 @@ def run_calibration(
     print(f"tables:  {result.store}")
     print(f"ledger:  {result.ledger} ({result.new_calls} new calls this run)")
     print(f"spend:   {result.spend_line} (planned: {result.estimate})")
+    if result.attempts > 1 or result.shards:
+        print(
+            f"         run total: {result.run_calls} paid calls, ${result.run_spent_usd:.4f} "
+            f"over {result.attempts} attempt(s)" + (" and its shards" if result.shards else "")
+        )
     policy = load_policy(location(result.policy_path))
     for line in outcome_lines(policy, result.exit_code):
         print(line)
