@@ -55,7 +55,7 @@ from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
 from tokenlens.report import seed_lines
-from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
+from tokenlens.tables import CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import CalibrationTask
 
 __all__ = [
@@ -99,22 +99,12 @@ def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Compre
 
 
 @task(**_STAGE_OPTIONS)
-def sample_answers(
+def answer_and_judge(
     cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
-) -> list[AnswerRow]:
-    """Obtain the cleartext, control and compressed answers (ledger first)."""
-    return stages.sample_stage(cal, tasks, compressions)
-
-
-@task(**_STAGE_OPTIONS)
-def judge_pairs(
-    cal: Calibration,
-    tasks: list[CalibrationTask],
-    compressions: list[CompressionRow],
-    answers: list[AnswerRow],
 ) -> list[GradeRow]:
-    """Grade each (cleartext, second answer) pair with the configured judges."""
-    return stages.judge_stage(cal, tasks, compressions, answers)
+    """Obtain the cleartext, control and compressed answers and grade each pair as soon as
+    both its answers exist (ledger first; writes the answers and grades tables)."""
+    return stages.pay_stage(cal, tasks, compressions).grades
 
 
 @task(**_STAGE_OPTIONS)
@@ -258,10 +248,7 @@ def _calibrate(
                 rounds = sample_in_rounds(_as_is(cal), _as_is(selected), _as_is(compressions))
                 grades, curve = rounds.grades, rounds.curve
             else:
-                answers = sample_answers(_as_is(cal), _as_is(selected), _as_is(compressions))
-                grades = judge_pairs(
-                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(answers)
-                )
+                grades = answer_and_judge(_as_is(cal), _as_is(selected), _as_is(compressions))
         except SpendLimitReached as exc:
             publish_spend(cal, estimate)
             carried = publish_carried(
@@ -270,11 +257,11 @@ def _calibrate(
             if carried is not None:
                 logger.warning("the policy in force stays, carried over: %s", carried)
             raise
-        if fan_out is not None and cal.spend.new_calls:
+        if fan_out is not None and cal.calls.spend.new_calls:
             logger.warning(
                 "the shards left %d calls unpaid (failed calls, or an arm a worker could "
                 "not compress); this process paid for them",
-                cal.spend.new_calls,
+                cal.calls.spend.new_calls,
             )
         if config.design != "sequential":
             curve = aggregate(_as_is(cal), _as_is(grades))
@@ -298,14 +285,14 @@ def _calibrate(
         policy_path=str(published.policy_path),
         report_path=str(published.report_path),
         store=cal.store.run_dir.url,
-        ledger=str(cal.ledger.calls_path),
+        ledger=str(cal.calls.ledger.calls_path),
         exit_code=published.exit_code,
         unresolved_classes=list(published.unresolved),
         policy_lines=lines,
         unavailable_arms=unavailable,
-        new_calls=cal.spend.new_calls,
-        spend_line=spend_line(cal.spend),
-        spent_usd=cal.spend.spent,
+        new_calls=cal.calls.spend.new_calls,
+        spend_line=spend_line(cal.calls.spend),
+        spent_usd=cal.calls.spend.spent,
         run_calls=spent.calls,
         run_spent_usd=spent.usd,
         attempts=spent.attempts,

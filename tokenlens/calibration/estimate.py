@@ -14,13 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tokenlens.calibration.answers import answer_requests
 from tokenlens.calibration.cells import pair_cells
-from tokenlens.calibration.stages import (
-    answer_requests,
-    judge_salt,
-    measured_arms,
-    request_tokens,
-)
+from tokenlens.calibration.judging import judge_salt
+from tokenlens.calibration.stage_compress import measured_arms
+from tokenlens.calibration.stage_load import request_tokens
 from tokenlens.compress.arms import CONTROL
 from tokenlens.config import CalibrationConfig
 from tokenlens.judge import build_judge_request, render_request_text, swap_for
