@@ -14,6 +14,8 @@ The flow's parameters are `CalibrateParams`'s fields, one top-level parameter ea
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
@@ -40,6 +42,7 @@ from tokenlens.calibration.artifacts import (
     run_spend,
 )
 from tokenlens.calibration.carry import publish_carried
+from tokenlens.calibration.estimate import CallPlan
 from tokenlens.calibration.fanout import FanOutSettings, ShardsCancelled, pay_with_shards
 from tokenlens.calibration.params import CalibrateParams, flow_parameters, takes_fields
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
@@ -51,6 +54,7 @@ from tokenlens.calibration.session import estimate_spend, open_calibration
 from tokenlens.calibration.shards import reopen_ledger
 from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import spend_line
+from tokenlens.calibration.warmup import warm_compression, warm_publishing
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
@@ -207,6 +211,7 @@ def _calibrate(
     asked: CalibrateParams, progress: Progress, *, fan_out: FanOutSettings | None
 ) -> CalibrationResult:
     logger = get_run_logger()
+    _on_the_side(warm_compression)  # while the run is opened and recorded
     fresh_sample = asked.fresh_sample
     cal, selected = open_calibration(
         asked.config(),
@@ -237,8 +242,7 @@ def _calibrate(
         unavailable = stages.unavailable_arms(compressions)
         for arm, reason in unavailable.items():
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
-        estimate = estimate_spend(cal, selected, compressions).describe()
-        logger.info("spend estimate: %s", estimate)
+        planned = _while_paying(cal, selected, compressions, logger)
         shard_runs: list[ShardRun] = []
         if fan_out is not None:
             shard_runs = pay_in_shards(cal, selected, fan_out)
@@ -250,7 +254,7 @@ def _calibrate(
             else:
                 grades = answer_and_judge(_as_is(cal), _as_is(selected), _as_is(compressions))
         except SpendLimitReached as exc:
-            publish_spend(cal, estimate)
+            publish_spend(cal, planned.result().describe())
             carried = publish_carried(
                 cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"
             )
@@ -275,6 +279,7 @@ def _calibrate(
         raise
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
+    estimate = planned.result().describe()
     lines = seed_lines(published.policy)
     publish_results(cal, curve, published, lines, estimate)
     spent = run_spend(cal)
@@ -299,6 +304,33 @@ def _calibrate(
         estimate=estimate,
         shards=shard_runs,
     )
+
+
+def _while_paying(
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    logger: Any,
+) -> Future[CallPlan]:
+    """Start the side work of the paid stage's waits: the spend estimate (from what the
+    ledger holds now, logged when ready) and loading what publishing needs (`warmup`)."""
+    planned = _on_the_side(estimate_spend, cal, tasks, compressions, cal.calls.ledger.snapshot())
+
+    def log(done: Future[CallPlan]) -> None:
+        if done.exception() is None:
+            logger.info("spend estimate: %s", done.result().describe())
+
+    planned.add_done_callback(log)
+    _on_the_side(warm_publishing)
+    return planned
+
+
+def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """`fn(*args)` on a thread of its own; the flow goes on (and reads the future later)."""
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"side-{fn.__name__}")
+    future = side.submit(fn, *args)
+    side.shutdown(wait=False)
+    return future
 
 
 def _terminal_progress() -> Progress:

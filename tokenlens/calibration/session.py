@@ -18,7 +18,7 @@ from tokenlens.calibration.stage_load import select_tasks
 from tokenlens.calibration.store import Store
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
-from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
+from tokenlens.ledger import Ledger, LedgerClient, LedgerView, SpendMeter
 from tokenlens.models.base import ModelClient
 from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
@@ -119,14 +119,18 @@ def assemble(
 
 
 def estimate_spend(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    known: LedgerView | None = None,
 ) -> CallPlan:
-    """The run's calls, what the ledger holds, and a price bound (`plan_calls`)."""
+    """The run's calls, what the ledger holds (or held: `known`, a snapshot taken before
+    paying, so the estimate can be made while the calls are paid), and a price bound."""
     return plan_calls(
         cal.config,
         model=cal.model,
         backend=cal.backend,
         tasks=tasks,
         compressions=compressions,
-        ledger=cal.calls.ledger,
+        ledger=known if known is not None else cal.calls.ledger,
     )
