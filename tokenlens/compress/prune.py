@@ -10,6 +10,10 @@ grows as r falls.
 
 Line prefixes (indentation, list and quote markers) and line endings are never touched;
 a line whose words all go is removed.
+
+Speed: a word's facts are computed once per distinct word; scores, protection and the
+greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
+starts without it). Ties keep text order, as the stable sort always did.
 """
 
 from __future__ import annotations
@@ -20,14 +24,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from tokenlens.compress import lexicon
 from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]*$")
 QUESTION_TERM_BONUS = 4.0
@@ -91,6 +96,8 @@ def apply_prune(
     lines_of = {i: split_lines(b.text) for i, b in enumerate(blocks) if b.eligible}
     if not lines_of:
         return text
+    import numpy as np  # here, not at import: the proxy starts without numpy
+
     found = _collect_words(lines_of, question)
     budget = rate * sum(estimate_tokens(blocks[i].text) for i in lines_of)
     spent = sum(_prefix_cost(line.prefix) for lines in lines_of.values() for line in lines)
@@ -119,6 +126,8 @@ class _Words:
 
 
 def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Words:
+    import numpy as np
+
     texts: list[str] = []
     spans: dict[tuple[int, int], tuple[int, int]] = {}
     for b, lines in lines_of.items():
@@ -183,6 +192,8 @@ def _sentence_bonuses(initial: np.ndarray, stem: np.ndarray, q_stems: int) -> np
     """Words of a sentence that mentions the question's terms are worth a bit more: the
     share of the question's stems the sentence mentions (`stem`: a word's question stem
     index, -1 for none), times `QUESTION_SENTENCE_BONUS`."""
+    import numpy as np
+
     if not q_stems or not len(initial):
         return np.zeros(len(initial), dtype=np.float64)
     sentence = np.cumsum(initial) - 1
