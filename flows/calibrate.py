@@ -104,11 +104,14 @@ def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Compre
 
 @task(**_STAGE_OPTIONS)
 def answer_and_judge(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    on_started: Callable[[], None] | None = None,
 ) -> list[GradeRow]:
     """Obtain the cleartext, control and compressed answers and grade each pair as soon as
     both its answers exist (ledger first; writes the answers and grades tables)."""
-    return stages.pay_stage(cal, tasks, compressions).grades
+    return stages.pay_stage(cal, tasks, compressions, on_started=on_started).grades
 
 
 @task(**_STAGE_OPTIONS)
@@ -242,19 +245,23 @@ def _calibrate(
         unavailable = stages.unavailable_arms(compressions)
         for arm, reason in unavailable.items():
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
-        planned = _while_paying(cal, selected, compressions, logger)
+        side = _SideWork(cal, selected, compressions, logger)
         shard_runs: list[ShardRun] = []
         if fan_out is not None:
+            side.start()
             shard_runs = pay_in_shards(cal, selected, fan_out)
             cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
         try:
             if config.design == "sequential":
+                side.start()
                 rounds = sample_in_rounds(_as_is(cal), _as_is(selected), _as_is(compressions))
                 grades, curve = rounds.grades, rounds.curve
             else:
-                grades = answer_and_judge(_as_is(cal), _as_is(selected), _as_is(compressions))
+                grades = answer_and_judge(
+                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(side.start)
+                )
         except SpendLimitReached as exc:
-            publish_spend(cal, planned.result().describe())
+            publish_spend(cal, side.estimate())
             carried = publish_carried(
                 cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"
             )
@@ -279,7 +286,7 @@ def _calibrate(
         raise
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
-    estimate = planned.result().describe()
+    estimate = side.estimate()
     lines = seed_lines(published.policy)
     publish_results(cal, curve, published, lines, estimate)
     spent = run_spend(cal)
@@ -306,23 +313,39 @@ def _calibrate(
     )
 
 
-def _while_paying(
-    cal: Calibration,
-    tasks: list[CalibrationTask],
-    compressions: list[CompressionRow],
-    logger: Any,
-) -> Future[CallPlan]:
-    """Start the side work of the paid stage's waits: the spend estimate (from what the
-    ledger holds now, logged when ready) and loading what publishing needs (`warmup`)."""
-    planned = _on_the_side(estimate_spend, cal, tasks, compressions, cal.calls.ledger.snapshot())
+class _SideWork:
+    """What the run does while its calls are in flight: the spend estimate (from what the
+    ledger held before paying; logged when ready) and loading what publishing needs
+    (`warmup`). Started once the first calls are out, so it does not hold the interpreter
+    while the stream is set up; `estimate()` starts it if nothing did."""
 
-    def log(done: Future[CallPlan]) -> None:
+    def __init__(
+        self,
+        cal: Calibration,
+        tasks: list[CalibrationTask],
+        compressions: list[CompressionRow],
+        logger: Any,
+    ):
+        self._plan_args = (cal, tasks, compressions, cal.calls.ledger.snapshot())
+        self._logger = logger
+        self._planned: Future[CallPlan] | None = None
+
+    def start(self) -> None:
+        if self._planned is not None:
+            return
+        self._planned = _on_the_side(estimate_spend, *self._plan_args)
+        self._planned.add_done_callback(self._log)
+        _on_the_side(warm_publishing)
+
+    def estimate(self) -> str:
+        """The spend estimate's line (waits for it)."""
+        self.start()
+        assert self._planned is not None
+        return self._planned.result().describe()
+
+    def _log(self, done: Future[CallPlan]) -> None:
         if done.exception() is None:
-            logger.info("spend estimate: %s", done.result().describe())
-
-    planned.add_done_callback(log)
-    _on_the_side(warm_publishing)
-    return planned
+            self._logger.info("spend estimate: %s", done.result().describe())
 
 
 def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:

@@ -77,6 +77,7 @@ class ArtifactProgress:
         self._id: UUID | None = None
         self._last = 0.0
         self._done: dict[str, float] = {}
+        self._sent: float | None = None
 
     def _percent(self, stage: str, done: int, total: int) -> float:
         """The whole run's share done: a stage's own share, and every stage before it
@@ -101,23 +102,31 @@ class ArtifactProgress:
                 description="Share of the calibration's work done (compress, sample, judge).",
             )
             self._id = cast(UUID, created)  # sync call: async_dispatch returns the value
+            self._sent = percent
         else:
-            update_progress_artifact(self._id, percent)
+            self._send(percent)
 
     def advance(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
         if self._id is not None and (now - self._last > 0.5 or done == total):
             self._last = now
-            update_progress_artifact(self._id, self._percent(stage, done, total))
+            self._send(self._percent(stage, done, total))
 
     def finish(self, stage: str) -> None:
         if self._id is not None:
-            update_progress_artifact(self._id, self._percent(stage, 1, 1))
+            self._send(self._percent(stage, 1, 1))
 
     def complete(self) -> None:
         """The run is done: 100 %, whichever stages had work left in this attempt."""
         if self._id is not None:
-            update_progress_artifact(self._id, 100.0)
+            self._send(100.0)
+
+    def _send(self, percent: float) -> None:
+        """Update the artifact, unless it already shows `percent` (an API round trip each)."""
+        assert self._id is not None
+        if percent != self._sent:
+            update_progress_artifact(self._id, percent)
+            self._sent = percent
 
 
 def _existing_progress() -> UUID | None:

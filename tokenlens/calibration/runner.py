@@ -93,6 +93,7 @@ def run_stream(
     concurrency: int,
     spend: SpendMeter,
     name: str,
+    started: Callable[[], None] | None = None,
 ) -> Outcome[K, R]:
     """Run `fn(key)` for every key of `first` and every key `then` releases, at most
     `concurrency` at a time: work whose inputs are other work's results starts the moment
@@ -104,6 +105,8 @@ def run_stream(
     released ones, so every worker stays busy until the last released key. A
     `SpendLimitReached` stops scheduling as in `run_bounded`; `skipped` holds the keys
     left in either queue (a key whose inputs were skipped is never released).
+    `started()`, if given, runs once the first keys are in flight (side work that should
+    not delay them).
     """
     outcome: Outcome[K, R] = Outcome()
     pending: dict[Future[R], K] = {}
@@ -119,6 +122,9 @@ def run_stream(
                     break
                 key = queue.popleft() if queue else released.popleft()
                 pending[pool.submit(fn, key)] = key
+            if started is not None:
+                started()
+                started = None
             if stop and not pending:
                 break
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)

@@ -14,7 +14,7 @@ never becomes a number); running out of budget stops scheduling and raises
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from tokenlens import tables
@@ -54,12 +54,14 @@ def pay_stage(
     *,
     pairs: Collection[PairCell] | None = None,
     write: bool = True,
+    on_started: Callable[[], None] | None = None,
 ) -> Paid:
     """Obtain every answer (ledger first) and grade every pair with every configured judge,
     at most `concurrency` calls at a time.
 
     `pairs` limits it to those pairs and the answers they need (a sequential round);
-    `write=False` leaves the answers and grades tables to the caller."""
+    `write=False` leaves the answers and grades tables to the caller; `on_started` runs
+    once the first calls are in flight (the caller's side work)."""
     config = cal.config
     calls = cal.calls
     plan = answer_requests(config, cal.model, tasks, compressions)
@@ -81,6 +83,7 @@ def pay_stage(
         concurrency=config.concurrency,
         spend=calls.spend,
         name="pay",
+        started=on_started,
     )
     cal.progress.finish("sample")
     cal.progress.finish("judge")
