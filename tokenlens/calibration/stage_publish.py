@@ -125,7 +125,7 @@ def publish_stage(
         run_policy.url,
         paths.html.url,
         exit_code(policy, requested),
-        markdown=paths.markdown_text,
+        markdown=paths.pane_text,  # the Prefect UI's narrow artifact pane
         plot_png=paths.png,
         plot_name=paths.plot.name,
         unresolved=tuple(unresolved_classes(policy, requested)),
