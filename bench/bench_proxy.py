@@ -77,6 +77,8 @@ time.sleep(1e9)
 #: Requests whose body carries this marker wait `latency` at the canned upstream (the
 #: 50-in-flight rows); every proxy forwards the body, so one upstream serves all rows.
 SLOW_MARKER = "bench-slow"
+#: A request not answered in this time fails the run (a relay that stalls, not a figure).
+REQUEST_TIMEOUT_S = 60.0
 SLOW_BODY: dict[str, Any] = {**BODY, "metadata": {"user_id": SLOW_MARKER}}
 #: A canned upstream: answers every request with the same message (or SSE events) at almost
 #: no CPU cost, so the figures show the proxies' cost and not the fake model's.
@@ -212,7 +214,9 @@ def start_proxy(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[bytes
     return process, url, time.perf_counter() - started
 
 
-def wait_until_up(process: subprocess.Popen[Any], url: str, name: str, limit_s: float = 120) -> None:
+def wait_until_up(
+    process: subprocess.Popen[Any], url: str, name: str, limit_s: float = 120
+) -> None:
     deadline = time.monotonic() + limit_s
     while True:
         try:
@@ -327,6 +331,8 @@ class Probe(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.first: asyncio.Future[float] | None = None
         self.done: asyncio.Future[float] | None = None
+        self.status = 0
+        self.error_body = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -337,22 +343,43 @@ class Probe(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if self.first is not None and not self.first.done():
             self.first.set_result(time.perf_counter())
+        if self.status != 200:
+            self.error_body += body
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
 
     def on_message_complete(self) -> None:
-        if self.parser.get_status_code() != 200:
-            raise SystemExit(f"bench request failed: HTTP {self.parser.get_status_code()}")
-        if self.done is not None:
-            self.done.set_result(time.perf_counter())
+        if self.done is None or self.first is None:
+            return
+        if self.status != 200:
+            error = SystemExit(
+                f"bench request failed: HTTP {self.status}: {self.error_body[:300]!r}"
+            )
+            for future in (self.first, self.done):
+                if not future.done():
+                    future.set_exception(error)
+            return
+        if not self.first.done():
+            self.first.set_result(time.perf_counter())
+        self.done.set_result(time.perf_counter())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for future in (self.first, self.done):
+            if future is not None and not future.done():
+                future.set_exception(SystemExit(f"bench connection lost ({exc!r})"))
 
     async def request(self, raw: bytes, *, first_byte: bool) -> float:
         """Milliseconds to the whole answer, or to the first body byte."""
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self.first, self.done = loop.create_future(), loop.create_future()
+        self.status, self.error_body = 0, b""
         started = time.perf_counter()
         self.transport.write(raw)
-        first = await self.first
-        end = await self.done
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            first = await self.first
+            end = await self.done
         return ((first if first_byte else end) - started) * 1000
 
     @classmethod
@@ -511,11 +538,9 @@ def print_row(row: Row, measured: Measured) -> None:
         print(line)
 
 
-def print_goals(rows: list[Row], results: list[Measured], peer: str | None) -> None:
+def print_goals(rows: list[Row], results: list[Measured]) -> None:
     """Ours over the floor against the issue's goals, and the CPU ratio streamed/plain."""
-    by = dict(zip([row.title for row in rows], results, strict=True))
-    plain1, plain50 = by[rows[0].title], by[rows[1].title]
-    stream1 = by[rows[2].title]
+    plain1, plain50, stream1 = results[0], results[1], results[2]
     print("ours over the floor (goal <= +0.150 ms p50):")
     for label, got in (("1 in flight", plain1), ("50 in flight", plain50), ("TTFB, 1", stream1)):
         value = got.over("ours", "floor", 50)
@@ -524,15 +549,9 @@ def print_goals(rows: list[Row], results: list[Measured], peer: str | None) -> N
         plain, streamed = plain1.cpu_us[name], stream1.cpu_us[name]
         goal = "  (goal <= 1.5x)" if name == "ours" else ""
         print(
-            f"CPU per streamed / plain request, {name}: {streamed:.0f} / {plain:.0f} us "
-            f"= {streamed / plain:.2f}x{goal}"
+            f"CPU per streamed / plain request, 1 in flight, {name}: {streamed:.0f} / "
+            f"{plain:.0f} us = {streamed / plain:.2f}x{goal}"
         )
-    if peer is not None:
-        print(f"added over direct, ours vs {peer} (p50 / p99 ms):")
-        for row, got in zip(rows, results, strict=True):
-            ours = f"{got.over('ours', 'direct', 50):+.2f} / {got.over('ours', 'direct', 99):+.2f}"
-            theirs = f"{got.over(peer, 'direct', 50):+.2f} / {got.over(peer, 'direct', 99):+.2f}"
-            print(f"  {row.title:<40} ours {ours:<16} {peer} {theirs}")
 
 
 def write_policy(arm: str, folder: Path) -> Path:
@@ -633,19 +652,6 @@ def main() -> None:
             Target("floor", floor_url, floor),
             Target("ours", proxy_url, proxy),
         ]
-        if args.peer == "litellm":
-            peer, peer_url, seconds = start_litellm(upstream_url)
-            processes.append(peer)
-            print(f"litellm ({LITELLM_SPEC}) answered {seconds:.1f} s after its command\n")
-            targets.append(
-                Target(
-                    "litellm",
-                    peer_url,
-                    peer,
-                    path="/anthropic/v1/messages",
-                    headers={**HEADERS, "x-api-key": LITELLM_KEY},
-                )
-            )
         late = f"{args.latency * 1000:.0f} ms upstream"
         rows = [
             Row("plain, 1 in flight", 1, False, False),
@@ -661,7 +667,7 @@ def main() -> None:
                 got = measure(row, targets, requests=requests, latency_s=args.latency, warm=warm)
                 print_row(row, got)
                 results.append(got)
-            print_goals(rows, results, args.peer)
+            print_goals(rows, results)
             if not args.quick:
                 direct, via = asyncio.run(
                     alternate_httpx(upstream_url, proxy_url, requests=args.requests // 4)
@@ -672,6 +678,8 @@ def main() -> None:
                     f"{v50:.2f} p99 {v99:.2f}: added p50 {v50 - d50:+.2f} p99 {v99 - d99:+.2f} ms"
                 )
             print(f"load average after round {round_}: {load_average():.2f}\n")
+        if args.peer == "litellm":
+            bench_peer(upstream_url, targets, rows, args, processes, warm)
         if args.policy_arm:
             bench_policy(upstream_url, args, processes, warm)
         if args.capture:
@@ -680,6 +688,49 @@ def main() -> None:
         for process in processes:
             process.terminate()
             process.wait()
+
+
+def bench_peer(
+    upstream_url: str,
+    targets: list[Target],
+    rows: list[Row],
+    args: argparse.Namespace,
+    processes: list[Any],
+    warm: int,
+) -> None:
+    """The same rows with LiteLLM's proxy cycled in beside the others (its own table: at
+    ~10x our CPU per request it loads the machine, which would blur ours against the floor).
+    """
+    peer, peer_url, seconds = start_litellm(upstream_url)
+    processes.append(peer)
+    print(
+        f"peer: litellm ({LITELLM_SPEC}, one worker, Anthropic pass-through) answered "
+        f"{seconds:.1f} s after its command; load average {load_average():.2f}"
+    )
+    litellm = Target(
+        "litellm",
+        peer_url,
+        peer,
+        path="/anthropic/v1/messages",
+        headers={**HEADERS, "x-api-key": LITELLM_KEY},
+    )
+    results = []
+    for row in rows:
+        requests = args.requests // 4 if row.first_byte else args.requests // 2
+        got = measure(
+            row, [*targets, litellm], requests=requests, latency_s=args.latency, warm=warm
+        )
+        print_row(row, got)
+        results.append(got)
+    print("added over direct, ours vs litellm (p50 / p99 ms):")
+    for row, got in zip(rows, results, strict=True):
+        ours = f"{got.over('ours', 'direct', 50):+.2f} / {got.over('ours', 'direct', 99):+.2f}"
+        theirs = (
+            f"{got.over('litellm', 'direct', 50):+.2f} / {got.over('litellm', 'direct', 99):+.2f}"
+        )
+        cpu = f"CPU {got.cpu_us['ours']:.0f} vs {got.cpu_us['litellm']:.0f} us/req"
+        print(f"  {row.title:<42} ours {ours:<16} litellm {theirs:<20} {cpu}")
+    print(f"load average after the peer rows: {load_average():.2f}\n")
 
 
 def bench_policy(

@@ -38,6 +38,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from tokenlens.proxy.relay import CONNECTION_KEY, ClientWatch
 from tokenlens.proxy.settings import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -60,6 +61,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _body_pending = False  # the head is in, the body is not (yet) complete
     _body_started = 0.0
     _body_bytes = 0
+    _watch: ClientWatch | None = None  # the current request's, while it waits on the upstream
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
@@ -77,6 +79,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._stop_deadline()
         self._body_done()
         super().connection_lost(exc)
+        if self.scope is not None:
+            self.scope.pop(CONNECTION_KEY, None)  # type: ignore[misc]  # no cycle left behind
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.client_left()
 
     def data_received(self, data: bytes) -> None:
         awaiting = self._awaiting_head
@@ -94,6 +101,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
         self._stop_deadline()
+        self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]  # for ClientWatch
         super().on_headers_complete()
         self._body_pending, self._body_started, self._body_bytes = True, self.loop.time(), 0
 
@@ -110,6 +118,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         idle = self.cycle is None or self.cycle.response_complete
         if idle and not self.transport.is_closing():
             self._await_head()  # idle until then: uvicorn's keep-alive timeout applies
+
+    def watch(self, watch: ClientWatch) -> None:
+        """Tell `watch` if the client leaves (instead of a task per request waiting on
+        `receive` for `http.disconnect`, which uvicorn sends for the same loss)."""
+        self._watch = watch
+
+    def unwatch(self, watch: ClientWatch) -> None:
+        if self._watch is watch:
+            self._watch = None
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request it cannot parse: reported, then sent as uvicorn does."""
