@@ -173,12 +173,29 @@ class StreamRelay:
         self.raw_headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
+        start = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
         try:
-            async for chunk in self.body:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # The head goes with the first piece of the body, as aiohttp's server sends it:
+            # one write and one segment instead of two (the server holds writes made in
+            # one turn of the loop together, `server.HeldWrites`).
+            first = await anext(self.body, b"")
+        except BrokenAnswer:
+            await send(start)  # what the upstream sent: a head, then a broken connection
+            await self.body.aclose()
+            return
+        except BaseException:
+            await self.body.aclose()
+            raise
+        await send(start)
+        try:
+            if first:
+                await send({"type": "http.response.body", "body": first, "more_body": True})
+                async for chunk in self.body:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except BrokenAnswer:
             return  # incomplete on purpose: uvicorn aborts the connection
         finally:
