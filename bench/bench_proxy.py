@@ -190,8 +190,13 @@ def start_upstream(
     return process, f"http://127.0.0.1:{port}"
 
 
-def start_proxy(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
-    """Start `tokenlens serve`; returns the process, its URL and seconds until it answered."""
+def start_proxy(
+    upstream: str, extra: list[str], source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str, float]:
+    """Start `tokenlens serve`; returns the process, its URL and seconds until it answered.
+
+    `source`: a folder holding another `tokenlens` package (e.g. an older checkout) to run
+    instead of the installed one (`python -m` puts the working folder first on the path)."""
     port = free_port()
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -208,6 +213,7 @@ def start_proxy(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[bytes
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=source,
     )
     url = f"http://127.0.0.1:{port}"
     wait_until_up(process, f"{url}/tokenlens/feed.json", "tokenlens serve")
@@ -539,13 +545,16 @@ def print_row(row: Row, measured: Measured) -> None:
 
 
 def print_goals(rows: list[Row], results: list[Measured]) -> None:
-    """Ours over the floor against the issue's goals, and the CPU ratio streamed/plain."""
+    """Ours over the floor against the issue's goals, and the CPU ratio streamed/plain
+    (the baseline's too, when `--baseline` is given)."""
     plain1, plain50, stream1 = results[0], results[1], results[2]
-    print("ours over the floor (goal <= +0.150 ms p50):")
+    relays = [name for name in ("ours", "baseline") if name in plain1.latencies]
+    print("over the floor, p50 (goal for ours <= +0.150 ms):")
     for label, got in (("1 in flight", plain1), ("50 in flight", plain50), ("TTFB, 1", stream1)):
-        value = got.over("ours", "floor", 50)
-        print(f"  {label:<13} p50 {value:+.3f} ms  {'met' if value <= 0.15 else 'MISSED'}")
-    for name in ("floor", "ours"):
+        values = "  ".join(f"{name} {got.over(name, 'floor', 50):+.3f} ms" for name in relays)
+        verdict = "met" if got.over("ours", "floor", 50) <= 0.15 else "MISSED"
+        print(f"  {label:<13} {values}  ({verdict})")
+    for name in ("floor", *relays):
         plain, streamed = plain1.cpu_us[name], stream1.cpu_us[name]
         goal = "  (goal <= 1.5x)" if name == "ours" else ""
         print(
@@ -604,6 +613,14 @@ def main() -> None:
         "--capture-only", action="store_true", help="only the capture on vs off rows"
     )
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="also bench the proxy of another source tree (a folder holding a `tokenlens` "
+        "package, e.g. `git archive <commit> tokenlens | tar -x -C DIR`): before vs after "
+        "in one run",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="a smoke run in seconds: few requests, one round"
     )
     parser.add_argument(
@@ -652,6 +669,10 @@ def main() -> None:
             Target("floor", floor_url, floor),
             Target("ours", proxy_url, proxy),
         ]
+        if args.baseline is not None:
+            before, before_url, _ = start_proxy(upstream_url, workers, args.baseline.resolve())
+            processes.append(before)
+            targets.append(Target("baseline", before_url, before))
         late = f"{args.latency * 1000:.0f} ms upstream"
         rows = [
             Row("plain, 1 in flight", 1, False, False),
