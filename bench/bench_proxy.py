@@ -77,8 +77,9 @@ time.sleep(1e9)
 #: Requests whose body carries this marker wait `latency` at the canned upstream (the
 #: 50-in-flight rows); every proxy forwards the body, so one upstream serves all rows.
 SLOW_MARKER = "bench-slow"
-#: A request not answered in this time fails the run (a relay that stalls, not a figure).
-REQUEST_TIMEOUT_S = 60.0
+#: A request not answered in this time is counted as unanswered (not a latency figure) and
+#: its connection replaced: a relay that stalls shows as a count, not as a hung run.
+REQUEST_TIMEOUT_S = 15.0
 SLOW_BODY: dict[str, Any] = {**BODY, "metadata": {"user_id": SLOW_MARKER}}
 #: A canned upstream: answers every request with the same message (or SSE events) at almost
 #: no CPU cost, so the figures show the proxies' cost and not the fake model's.
@@ -430,8 +431,9 @@ async def cycle(
     first_byte: bool,
     stagger_s: float = 0.0,
     warm: int = 20,
-) -> dict[str, list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, int]]:
     """`requests` per target, `concurrency` clients, each cycling through the targets.
+    Returns the latencies and the count of unanswered requests per target.
 
     Client i starts `i / concurrency * stagger_s` late, so requests arrive spread over the
     upstream's answer time as real traffic does, not in a lock-step burst of 50. Each
@@ -439,6 +441,8 @@ async def cycle(
     """
     raws = {target.name: target.raw(body) for target in targets}
     results: dict[str, list[float]] = {target.name: [] for target in targets}
+    unanswered = {target.name: 0 for target in targets}
+    urls = {target.name: target.url for target in targets}
     per_client = max(1, requests // concurrency)
 
     async def client(index: int) -> None:
@@ -451,13 +455,22 @@ async def cycle(
         for i in range(per_client):
             shift = (i + index) % len(names)
             for name in names[shift:] + names[:shift]:
-                results[name].append(await probes[name].request(raws[name], first_byte=first_byte))
+                try:
+                    ms = await probes[name].request(raws[name], first_byte=first_byte)
+                except TimeoutError:
+                    unanswered[name] += 1
+                    stale = probes[name].transport
+                    if stale is not None:
+                        stale.close()
+                    probes[name] = await Probe.open(urls[name])
+                    continue
+                results[name].append(ms)
         for probe in probes.values():
             assert probe.transport is not None
             probe.transport.close()
 
     await asyncio.gather(*(client(i) for i in range(concurrency)))
-    return results
+    return results, unanswered
 
 
 def cpu_seconds(pid: int) -> float:
@@ -495,6 +508,7 @@ class Measured:
 
     latencies: dict[str, list[float]]
     cpu_us: dict[str, float]
+    unanswered: dict[str, int]
 
     def over(self, name: str, base: str, q: float) -> float:
         return pct(self.latencies[name], q) - pct(self.latencies[base], q)
@@ -505,7 +519,7 @@ def measure(
 ) -> Measured:
     relays = [target for target in targets if target.process is not None]
     before = {t.name: cpu_seconds(t.process.pid) for t in relays if t.process is not None}
-    latencies = asyncio.run(
+    latencies, unanswered = asyncio.run(
         cycle(
             targets,
             {**(SLOW_BODY if row.slow else BODY), **({"stream": True} if row.first_byte else {})},
@@ -522,7 +536,7 @@ def measure(
         relayed = len(latencies[target.name]) + warm * row.concurrency
         spent = cpu_seconds(target.process.pid) - before[target.name]
         cpu_us[target.name] = spent / relayed * 1e6
-    return Measured(latencies, cpu_us)
+    return Measured(latencies, cpu_us, unanswered)
 
 
 def print_row(row: Row, measured: Measured) -> None:
@@ -541,6 +555,8 @@ def print_row(row: Row, measured: Measured) -> None:
             )
         if name in measured.cpu_us:
             line += f"   CPU {measured.cpu_us[name]:6.0f} us/req"
+        if measured.unanswered[name]:
+            line += f"   {measured.unanswered[name]} unanswered in {REQUEST_TIMEOUT_S:.0f} s"
         print(line)
 
 
