@@ -77,8 +77,9 @@ time.sleep(1e9)
 #: Requests whose body carries this marker wait `latency` at the canned upstream (the
 #: 50-in-flight rows); every proxy forwards the body, so one upstream serves all rows.
 SLOW_MARKER = "bench-slow"
-#: A request not answered in this time is counted as unanswered (not a latency figure) and
-#: its connection replaced: a relay that stalls shows as a count, not as a hung run.
+#: A request not answered in this time, or whose connection closed under it, is counted as
+#: unanswered (not a latency figure) and its connection replaced: a relay that stalls shows
+#: as a count, not as a hung run.
 REQUEST_TIMEOUT_S = 15.0
 SLOW_BODY: dict[str, Any] = {**BODY, "metadata": {"user_id": SLOW_MARKER}}
 #: A canned upstream: answers every request with the same message (or SSE events) at almost
@@ -340,6 +341,9 @@ class Probe(asyncio.Protocol):
         self.done: asyncio.Future[float] | None = None
         self.status = 0
         self.error_body = b""
+        #: The server closed the connection (e.g. its keep-alive timeout while this client
+        #: waited on another target): the next request goes out on a new one.
+        self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -372,9 +376,10 @@ class Probe(asyncio.Protocol):
         self.done.set_result(time.perf_counter())
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
         for future in (self.first, self.done):
             if future is not None and not future.done():
-                future.set_exception(SystemExit(f"bench connection lost ({exc!r})"))
+                future.set_exception(ConnectionResetError(f"bench connection lost ({exc!r})"))
 
     async def request(self, raw: bytes, *, first_byte: bool) -> float:
         """Milliseconds to the whole answer, or to the first body byte."""
@@ -455,9 +460,11 @@ async def cycle(
         for i in range(per_client):
             shift = (i + index) % len(names)
             for name in names[shift:] + names[:shift]:
+                if probes[name].closed:
+                    probes[name] = await Probe.open(urls[name])
                 try:
                     ms = await probes[name].request(raws[name], first_byte=first_byte)
-                except TimeoutError:
+                except (TimeoutError, ConnectionResetError):  # counted, on a new connection
                     unanswered[name] += 1
                     stale = probes[name].transport
                     if stale is not None:
@@ -556,7 +563,9 @@ def print_row(row: Row, measured: Measured) -> None:
         if name in measured.cpu_us:
             line += f"   CPU {measured.cpu_us[name]:6.0f} us/req"
         if measured.unanswered[name]:
-            line += f"   {measured.unanswered[name]} unanswered in {REQUEST_TIMEOUT_S:.0f} s"
+            line += (
+                f"   {measured.unanswered[name]} unanswered (>{REQUEST_TIMEOUT_S:.0f} s or closed)"
+            )
         print(line)
 
 
