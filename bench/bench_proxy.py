@@ -8,7 +8,8 @@ repo; and this client, a minimal keep-alive probe (so the figures are the proxie
 client's), plus httpx, the SDK's HTTP stack, for one row. Every client cycles through all
 targets (direct, floor, ours, peer) request by request, so they all see the same machine
 load; "over the floor" is ours minus the floor at each percentile, measured in the same
-run. On a 2-core machine the client, the proxies and the upstream share the cores: only
+run. The peer gets its own table after the main rounds (at ~10x our CPU it would load the
+machine under the ours-vs-floor rows). On a 2-core machine the client, the proxies and the upstream share the cores: only
 figures against the floor (or direct) in the same run mean anything. The load average is
 printed beside them. Prints figures; asserts nothing.
 
@@ -17,14 +18,17 @@ upstream), streaming time-to-first-byte <= +0.15 ms over the floor, proxy CPU pe
 request <= 1.5x per plain request.
 
     .venv/bin/python bench/bench_proxy.py [--requests 2000] [--rounds 3] [--peer litellm]
-        [--policy-arm prune@0.5] [--workers 2] [--capture | --capture-only] [--quick]
+        [--baseline DIR] [--policy-arm prune@0.5] [--workers 2] [--capture | --capture-only]
+        [--quick]
 
 `--quick`: a few requests per row, one round, no start-up or httpx rows: a smoke run in
 seconds (the test suite runs it). `--peer litellm` installs `litellm[proxy]` once into
 `~/.cache/tokenlens/bench-litellm` (about a minute, PyPI) and runs it offline
 (`LITELLM_LOCAL_MODEL_COST_MAP`, telemetry off, a master key), one worker, against the same
 upstream. `--capture` adds rows for `serve --capture` at 100 % sampling against capture off
-(goal: within 0.2 ms at p50). `--capture-only` runs just those rows.
+(goal: within 0.2 ms at p50). `--capture-only` runs just those rows. `--baseline DIR`
+also runs the proxy of another source tree (a folder holding a `tokenlens` package) among
+the targets: before vs after in one run. `--rounds 0 --peer litellm`: the peer table only.
 
 Why one script past 400 lines: a bench is run as one file (`python bench/bench_proxy.py`);
 its upstream, floor, peer, probe client and rows are only meaningful together.
