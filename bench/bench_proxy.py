@@ -2,7 +2,9 @@
 
 Processes on loopback: a canned upstream; the proxy (`tokenlens serve`, pass-through unless
 `--policy-arm`); the floor, a minimal aiohttp byte forwarder on uvloop with no policy, no
-limits and no metrics (what the proxy's own stack costs at the least); with `--peer litellm`,
+limits and no metrics (what a relay on aiohttp costs at the least), and the same forwarder
+as a bare ASGI app on uvicorn (`floor-uv`: the proxy's own server stack, so ours minus it is
+our own code); with `--peer litellm`,
 LiteLLM's proxy (its Anthropic pass-through route) in a bench-only virtualenv outside the
 repo; and this client, a minimal keep-alive probe (so the figures are the proxies', not the
 client's), plus httpx, the SDK's HTTP stack, for one row. Every client cycles through all
@@ -172,6 +174,49 @@ async def main():
 uvloop.run(main())
 """
 
+#: The same floor on the proxy's own server stack: a bare ASGI app on uvicorn (httptools,
+#: uvloop), no starlette, with the same aiohttp client. Ours minus this is our own code.
+UVICORN_FLOOR_SCRIPT = r"""
+import sys
+import aiohttp, uvicorn
+upstream, port = sys.argv[1], int(sys.argv[2])
+DROP = {b"host", b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"te",
+        b"trailer", b"upgrade", b"proxy-connection", b"proxy-authorization",
+        b"proxy-authenticate", b"expect"}
+session = None
+async def app(scope, receive, send):
+    global session
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] == "lifespan.startup":
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0), auto_decompress=False,
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
+    headers = [(k.decode(), v.decode()) for k, v in scope["headers"] if k not in DROP]
+    answer = await session.request(scope["method"], upstream + scope["raw_path"].decode(),
+                                   headers=headers, data=body or None)
+    out = [(k.lower(), v) for k, v in answer.raw_headers if k.lower() not in DROP]
+    if answer.content_length is not None and answer.content_type != "text/event-stream":
+        raw = await answer.read()
+        out.append((b"content-length", b"%d" % len(raw)))
+        await send({"type": "http.response.start", "status": answer.status, "headers": out})
+        await send({"type": "http.response.body", "body": raw})
+        return
+    await send({"type": "http.response.start", "status": answer.status, "headers": out})
+    while chunk := await answer.content.readany():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    answer.release()
+    await send({"type": "http.response.body", "body": b""})
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+            lifespan="on", server_header=False, date_header=False)
+"""
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -252,6 +297,15 @@ def start_floor(upstream: str) -> tuple[subprocess.Popen[str], str]:
     if process.stdout.readline().strip() != "ready":
         raise SystemExit("the floor forwarder did not start")
     return process, f"http://127.0.0.1:{port}"
+
+
+def start_uvicorn_floor(upstream: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The same forwarder as a bare ASGI app on uvicorn (`UVICORN_FLOOR_SCRIPT`)."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-c", UVICORN_FLOOR_SCRIPT, upstream, str(port)])
+    url = f"http://127.0.0.1:{port}"
+    wait_until_up(process, f"{url}/", "the uvicorn floor")
+    return process, url
 
 
 #: The peer's version, pinned: 1.107.0 was a compromised release (withdrawn from PyPI), and
@@ -558,7 +612,7 @@ def print_row(row: Row, measured: Measured) -> None:
     print(f"{row.title} (n={n} per target)")
     for name, values in lat.items():
         base = {"direct": None, "floor": "direct"}.get(name, "floor")
-        line = f"  {name:<8} p50 {pct(values, 50):7.2f} p99 {pct(values, 99):7.2f} ms"
+        line = f"  {name:<9}p50 {pct(values, 50):7.2f} p99 {pct(values, 99):7.2f} ms"
         if base is not None:
             line += (
                 f"   over {base:<6} p50 {measured.over(name, base, 50):+7.3f} "
@@ -575,16 +629,20 @@ def print_row(row: Row, measured: Measured) -> None:
 
 def print_goals(rows: list[Row], results: list[Measured], *, judge: bool = True) -> None:
     """Ours over the floor against the issue's goals, and the CPU ratio streamed/plain
-    (the baseline's too, when `--baseline` is given)."""
+    (the baseline's too, when `--baseline` is given). Also over the uvicorn floor: what
+    our own code costs on the same server stack."""
     plain1, plain50, stream1 = results[0], results[1], results[2]
     relays = [name for name in ("ours", "baseline") if name in plain1.latencies]
-    print("over the floor, p50 (goal for ours <= +0.150 ms):")
+    print("over the floor, p50 (goal for ours <= +0.150 ms); [over the uvicorn floor]:")
     for label, got in (("1 in flight", plain1), ("50 in flight", plain50), ("TTFB, 1", stream1)):
-        values = "  ".join(f"{name} {got.over(name, 'floor', 50):+.3f} ms" for name in relays)
+        values = "  ".join(
+            f"{name} {got.over(name, 'floor', 50):+.3f} [{got.over(name, 'floor-uv', 50):+.3f}] ms"
+            for name in relays
+        )
         verdict = "met" if got.over("ours", "floor", 50) <= 0.15 else "MISSED"
         verdict = verdict if judge else "--quick: too few requests to judge"
         print(f"  {label:<13} {values}  ({verdict})")
-    for name in ("floor", *relays):
+    for name in ("floor", "floor-uv", *relays):
         plain, streamed = plain1.cpu_us[name], stream1.cpu_us[name]
         goal = "  (goal <= 1.5x)" if name == "ours" else ""
         print(
@@ -689,6 +747,8 @@ def main() -> None:
             )
         floor, floor_url = start_floor(upstream_url)
         processes.append(floor)
+        floor_uv, floor_uv_url = start_uvicorn_floor(upstream_url)
+        processes.append(floor_uv)
         workers = ["--workers", str(args.workers)] if args.workers > 1 else []
         proxy, proxy_url, _ = start_proxy(upstream_url, workers)
         processes.append(proxy)
@@ -697,6 +757,7 @@ def main() -> None:
         targets = [
             Target("direct", upstream_url),
             Target("floor", floor_url, floor),
+            Target("floor-uv", floor_uv_url, floor_uv),
             Target("ours", proxy_url, proxy),
         ]
         if args.baseline is not None:
