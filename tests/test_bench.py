@@ -41,6 +41,12 @@ QUICK: dict[str, tuple[str, ...]] = {
     ),
     # --quick skips the local model's rows (minutes on 2 cores; tests/models loads it)
     "bench_models.py": (r"loopback latency_s=0\.0: \d+ calls", r"20% injected"),
+    "bench_proxy.py": (
+        r"ours\s+p50\s+\d+\.\d+ p99\s+\d+\.\d+ ms\s+over floor",
+        r"over the floor, p50",
+        r"CPU per streamed / plain request, 1 in flight, ours: \d+ / \d+ us",
+        r"load average",
+    ),
     "bench_observe.py": (r"metrics \+ access log\s+p50 \d+(\.\d+)? us", r"load"),
     "bench_scale.py": (r"durable put:\s+\S+", r"cache hit"),
     "bench_simulation.py": (r"SUMMARY worst false application", r"sequential comparison"),
@@ -49,8 +55,6 @@ QUICK: dict[str, tuple[str, ...]] = {
 
 #: scripts in bench/ not run here, and why.
 NOT_RUN: dict[str, str] = {
-    # owned by the proxy-speed branch (issue 27 goals 2-3); add it to QUICK when it has --quick
-    "bench_proxy.py": "its --quick lands with the proxy bench's rework",
     "screenshot_artifacts.py": (
         "not a measurement: pictures of the Prefect UI, needing the optional [screenshots] "
         "extra (playwright) and a Prefect server with its UI; tests/test_report_browser.py "
