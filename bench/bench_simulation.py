@@ -17,7 +17,7 @@ same draws (`tokenlens.simulate_sequential`): false application, power and mean 
 per class, on lone arms and on a six-arm ladder (goal: same or better decisions for
 <= 60 % of the fixed design's calls).
 
-Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seq-runs 60] [--seed N]
+Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seq-runs 60] [--seed N] [--quick]
 """
 
 from __future__ import annotations
@@ -106,7 +106,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=150, help="calibrations per world x design")
     parser.add_argument("--seq-runs", type=int, default=60, help="paired runs per world (0: skip)")
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.seq_runs = 2, 1
 
     for s in DEFAULT_SCENARIOS:
         arms = ", ".join(f"{a.key} true={a.true_retention:.2f}" for a in s.arms)

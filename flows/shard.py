@@ -16,9 +16,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from tokenlens.calibration.call_limits import LimitedClient, existing_limits, limit_name
+from tokenlens.calibration.context import judge_name_for
 from tokenlens.calibration.fanout import KEY_SHARD
 from tokenlens.calibration.shards import ShardSpec, open_shard, pay_shard
-from tokenlens.calibration.stages import judge_name_for
 from tokenlens.config import CalibrationConfig
 from tokenlens.models.base import ModelClient
 

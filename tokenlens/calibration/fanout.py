@@ -33,9 +33,9 @@ from typing import Any, cast
 from uuid import UUID
 
 from tokenlens.calibration.call_limits import ensure_call_limits
+from tokenlens.calibration.context import Calibration, judge_name_for
 from tokenlens.calibration.result import ShardResult, ShardRun
 from tokenlens.calibration.shards import ShardError, ShardSpec, plan_shards
-from tokenlens.calibration.stages import Calibration, judge_name_for
 from tokenlens.tasks import CalibrationTask
 
 #: Artifact in which each shard run records its `ShardResult` (read back by the parent).
@@ -69,8 +69,8 @@ def pay_with_shards(
     specs = plan_shards(tasks, settings.shards)
     config = cal.config
     if config.max_spend is not None:
-        cal.spend.check()  # nothing left of the cap: stop before any shard starts
-        left = config.max_spend - cal.spend.carried - cal.spend.spent
+        cal.calls.spend.check()  # nothing left of the cap: stop before any shard starts
+        left = config.max_spend - cal.calls.spend.carried - cal.calls.spend.spent
         config = config.model_copy(update={"max_spend": left / len(specs)})
     common = {
         "config": config.model_dump(mode="json"),

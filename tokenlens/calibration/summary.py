@@ -19,7 +19,7 @@ from tokenlens.decision import ALL_CLASSES
 from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct
 
 if TYPE_CHECKING:
-    from tokenlens.calibration.stages import Published
+    from tokenlens.calibration.stage_publish import Published
     from tokenlens.decision import Curve
     from tokenlens.ledger import CallRecord, SpendMeter
 
