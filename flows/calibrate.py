@@ -213,16 +213,29 @@ def calibrate(**parameters: Any) -> CalibrationResult:
 def _calibrate(
     asked: CalibrateParams, progress: Progress, *, fan_out: FanOutSettings | None
 ) -> CalibrationResult:
-    logger = get_run_logger()
     _on_the_side(warm_compression)  # while the run is opened and recorded
-    fresh_sample = asked.fresh_sample
     cal, selected = open_calibration(
         asked.config(),
         progress=progress,
-        fresh_sample=fresh_sample,
+        fresh_sample=asked.fresh_sample,
         resume=asked.resume,
         flow_run_id=flow_run_id(),
     )
+    try:
+        return _run(asked, cal, selected, fan_out=fan_out)
+    finally:
+        cal.calls.close()
+
+
+def _run(  # the run once opened: every stage, then the result
+    asked: CalibrateParams,
+    cal: Calibration,
+    selected: list[CalibrationTask],
+    *,
+    fan_out: FanOutSettings | None,
+) -> CalibrationResult:
+    logger = get_run_logger()
+    fresh_sample = asked.fresh_sample
     config = cal.config
     record_effective_parameters(asked, cal)
     logger.info(

@@ -59,7 +59,10 @@ def calibrate_shard(
         settings, spec, run_id=run_id, calibration_id=calibration_id, wrap_client=limited
     )
     logger.info("%s of run %s: %d tasks", spec.label, run_id, len(tasks))
-    result = pay_shard(cal, spec, tasks).model_dump()
+    try:
+        result = pay_shard(cal, spec, tasks).model_dump()
+    finally:
+        cal.calls.close()
     create_table_artifact(
         table=[result],
         key=KEY_SHARD,

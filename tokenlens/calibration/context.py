@@ -32,6 +32,17 @@ class Calls:
     answer_client: LedgerClient
     judges: dict[str, Judge]  # judge name -> MetricJudge / LedgerJudge
 
+    def close(self) -> None:
+        """Close the backend's connections (the SDK's pool), through any wrappers: left
+        to the garbage collector, each open socket is closed with a ResourceWarning at
+        whatever moment it runs, in another stage or another test."""
+        client: Any = self.answer_client.inner
+        while client is not None:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+            client = getattr(client, "inner", None)
+
 
 @dataclass
 class Calibration:
