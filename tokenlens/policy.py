@@ -23,8 +23,10 @@ from tokenlens.storage import Location, StorageError, is_url, location
 
 #: 2 added per-entry certification dates (`certified_at`, `expires_at`, `carried_over`)
 #: and the policy's `backend`; version-1 files load unchanged (no dates: no age limit).
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+#: 3 added the level of an interval's bounds (`Interval.confidence`); older files load
+#: unchanged.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
 
 #: ✓ measured, ? provisional, — none.
@@ -46,6 +48,9 @@ class Interval(BaseModel):
 
     low: float
     high: float
+    #: One-sided confidence of each bound (0.95, or what a sequential look spent, e.g.
+    #: 0.981). None in files written before schema 3.
+    confidence: float | None = None
 
 
 class CarriedOver(BaseModel):
@@ -75,7 +80,8 @@ class PolicyEntry(BaseModel):
     rate: float | None = None
     reduction_pct: float | None = None
     #: The rule's reading: pooled retention (interval mode) or the capped mean (mean
-    #: mode), capped at 1.0, with its one-sided 95 % bounds as `retention_interval`.
+    #: mode), capped at 1.0, with its one-sided bounds (and their level) as
+    #: `retention_interval`.
     retention_mean: float | None = None
     retention_interval: Interval | None = None
     worst_case: float | None = None

@@ -20,9 +20,10 @@ from tokenlens.decision.applied import AppliedRetention
 from tokenlens.decision.carryover import carried_note
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
+from tokenlens.formatting import level_label
 from tokenlens.formatting import pct as _pct
 from tokenlens.plot import plot_images
-from tokenlens.policy import Policy, PolicyEntry
+from tokenlens.policy import Interval, Policy, PolicyEntry
 from tokenlens.storage import Location, location
 from tokenlens.templating import render
 
@@ -94,6 +95,17 @@ def policy_markdown(lines: Sequence[str]) -> list[str]:
     return [f"- {_md_cell(item)}" for item in items]
 
 
+def _bounds(interval: Interval | None) -> str:
+    """The interval, with its level when a sequential look computed it at another."""
+    if interval is None:
+        return "n/a"
+    text = _interval(interval.low, interval.high)
+    level = interval.confidence
+    if level is not None and abs(level - 0.95) > 1e-9:
+        text += f" (at {level_label(level)})"
+    return text
+
+
 def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
     header = [
         "class",
@@ -101,7 +113,7 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "arm",
         "reduction",
         "retention",
-        "one-sided 95% bounds",
+        "one-sided bounds (95% unless said)",
         "worst task",
         "noise floor",
         "bar",
@@ -124,7 +136,7 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
                 _arm_text(entry),
                 "n/a" if entry.reduction_pct is None else f"{entry.reduction_pct:.1f}%",
                 _pct(entry.retention_mean),
-                _interval(interval.low, interval.high) if interval else "n/a",
+                _bounds(interval),
                 _pct(entry.worst_case),
                 floor,
                 _pct(entry.bar),

@@ -69,12 +69,16 @@ class Curve:
     mode: Mode
     judge: str
     interval_method: IntervalMethod = "cluster_t"
+    #: Classes of the grades table that have no row here (e.g. only second-pass
+    #: judgements): `decide` still lists them, unmeasurable, instead of dropping them.
+    empty_classes: tuple[str, ...] = ()
 
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_pandas(self.table, schema=CURVE, preserve_index=False)
 
     def classes(self) -> list[str]:
-        return [c for c in dict.fromkeys(self.table["task_class"]) if c != ALL_CLASSES]
+        seen = [*self.table["task_class"], *self.empty_classes]
+        return [c for c in dict.fromkeys(seen) if c != ALL_CLASSES]
 
     def rows(self, task_class: str) -> pd.DataFrame:
         return self.table[self.table["task_class"] == task_class]
@@ -245,6 +249,7 @@ def _class_rows(
                 "certain": False,
                 "chosen": False,
                 "status": "control",
+                "bound_level": 0.975,  # each end of the floor's two-sided 95 % interval
             }
         )
 
@@ -297,6 +302,7 @@ def _class_rows(
                 "certain": bool(certain),
                 "chosen": False,
                 "status": "",
+                "bound_level": round(1.0 - alpha, 4),
             }
         )
         rungs.append(
@@ -340,6 +346,8 @@ def aggregate(
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     if not 0.0 < tolerance <= 1.0:
         raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
+    if grades.empty:  # nothing was graded: every class (and the default) unmeasurable
+        return Curve(pd.DataFrame(columns=CURVE.names), tolerance, mode, judge or "")
     df, judge_name = pick_judge(prepare(grades), judge)
     kwargs: dict[str, Any] = {
         "tolerance": tolerance,
@@ -355,4 +363,5 @@ def aggregate(
     if pooled:  # the `default` entry; the simulation study skips it to save time
         rows.extend(_class_rows(df, ALL_CLASSES, **kwargs))
     table = pd.DataFrame(rows, columns=CURVE.names)
-    return Curve(table, tolerance, mode, judge_name, interval_method)
+    empty = tuple(sorted(set(df["task_class"].astype(str)) - set(table["task_class"])))
+    return Curve(table, tolerance, mode, judge_name, interval_method, empty)
