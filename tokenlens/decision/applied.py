@@ -280,7 +280,9 @@ def applied_retention(
             note = "not measured: routed to " + ", ".join(sorted(map(arm_label, missing)))
             out.append(AppliedRetention(name, n, elsewhere / n, None, None, None, note))
             continue
-        est = ratio_estimate(np.array(values), np.ones(len(values)), confidence=1 - 2 * ALPHA)
+        est = ratio_estimate(
+            np.array(values), np.ones(len(values)), confidence=1 - 2 * ALPHA, method="skew_t"
+        )
         clip = lambda v: None if v is None or math.isnan(v) else min(max(v, 0.0), 1.0)  # noqa: E731
         out.append(
             AppliedRetention(

@@ -68,7 +68,7 @@ class Curve:
     tolerance: float
     mode: Mode
     judge: str
-    interval_method: IntervalMethod = "cluster_t"
+    interval_method: IntervalMethod = "skew_t"
     #: Classes of the grades table that have no row here (e.g. only second-pass
     #: judgements): `decide` still lists them, unmeasurable, instead of dropping them.
     empty_classes: tuple[str, ...] = ()
@@ -121,8 +121,11 @@ def _floor(grades: ClassGrades, df: pd.DataFrame, method: IntervalMethod, seed: 
     n = len(grades.tasks)
     counts = ctrl.counts(n)
     keep = counts > 0
+    # The floor's two-sided interval only decides measurability: the plain cluster t
+    # (the skew correction is for the arms' one-sided bounds, where harm is skewed).
+    floor_method: IntervalMethod = "cluster_t" if method == "skew_t" else method
     capped = ratio_estimate(
-        ctrl.per_task(ctrl.capped, n)[keep], counts[keep], method=method, seed=seed
+        ctrl.per_task(ctrl.capped, n)[keep], counts[keep], method=floor_method, seed=seed
     ).shifted(1.0, negate=True)
     split = _floor_split(df, capped.mean)
     return _Floor(
@@ -330,7 +333,7 @@ def aggregate(
     mode: Mode = "interval",
     judge: str | None = None,
     seed: int = 0,
-    interval_method: IntervalMethod = "cluster_t",
+    interval_method: IntervalMethod = "skew_t",
     pooled: bool = True,
     alpha: float = ALPHA,
 ) -> Curve:
