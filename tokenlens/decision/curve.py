@@ -8,8 +8,9 @@ The rules, in the order they apply to each task class:
    coin there — or when the floor reaches the tolerance itself (the bar
    `tolerance - floor` would be 0 or negative and any arm would "hold").
 2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
-   per-task retention (see `tokenlens.stats`) reaches the tolerance and the class has the
-   tasks the minimum-evidence rule asks for (`tokenlens.decision.evidence`).
+   per-task retention (skew-corrected t, see `tokenlens.stats`) reaches the tolerance
+   and the class has the tasks the minimum-evidence rule asks for
+   (`tokenlens.decision.evidence`).
    `mean` mode is the seed's rule: capped mean >= tolerance - floor.
 3. The walk (`tokenlens.decision.ladder`) goes from the gentlest arm and stops at the
    first failure; its choice is stored in the `chosen` column, so nothing downstream
