@@ -23,8 +23,8 @@ from tokenlens.storage import Location, StorageError, is_url, location
 
 #: 2 added per-entry certification dates (`certified_at`, `expires_at`, `carried_over`)
 #: and the policy's `backend`; version-1 files load unchanged (no dates: no age limit).
-#: 3 added the level of an interval's bounds (`Interval.confidence`); older files load
-#: unchanged.
+#: 3 added the level of an interval's bounds (`Interval.confidence`) and the retention
+#: corrected by people's grades (`people_*`); older files load unchanged.
 SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
@@ -84,6 +84,13 @@ class PolicyEntry(BaseModel):
     #: `retention_interval`.
     retention_mean: float | None = None
     retention_interval: Interval | None = None
+    #: The same arm's retention as people would grade it: the judge's pairs corrected by
+    #: people's grades of the reviewed ones (`tokenlens.decision.people`), with its
+    #: one-sided 95 % bounds and how many reviewed pairs it rests on. None until a review
+    #: of the run has enough grades (`tokenlens review --summary` fills it).
+    people_retention: float | None = None
+    people_interval: Interval | None = None
+    people_pairs: int | None = None
     worst_case: float | None = None
     noise_floor: float | None = None
     noise_floor_interval: Interval | None = None

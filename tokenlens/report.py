@@ -106,6 +106,16 @@ def _bounds(interval: Interval | None) -> str:
     return text
 
 
+def _people(entry: PolicyEntry) -> str:
+    """Retention corrected by people's grades, beside the judge's (when a review has it)."""
+    if entry.people_retention is None:
+        return "n/a"
+    text = _pct(entry.people_retention)
+    if entry.people_interval is not None:
+        text += f" ({_bounds(entry.people_interval)})"
+    return f"{text}, {entry.people_pairs} reviewed pairs"
+
+
 def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
     header = [
         "class",
@@ -121,8 +131,12 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "ignored arms",
         "reason",
     ]
+    entries = [*policy.classes.values(), policy.default]
+    reviewed = any(e.people_retention is not None for e in entries)
+    if reviewed:
+        header.insert(6, "retention by people (95% bounds)")
     rows = []
-    for entry in [*policy.classes.values(), policy.default]:
+    for entry in entries:
         floor = _pct(entry.noise_floor)
         if entry.noise_floor_interval is not None:
             floor += (
@@ -137,6 +151,7 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
                 "n/a" if entry.reduction_pct is None else f"{entry.reduction_pct:.1f}%",
                 _pct(entry.retention_mean),
                 _bounds(interval),
+                *([_people(entry)] if reviewed else []),
                 _pct(entry.worst_case),
                 floor,
                 _pct(entry.bar),

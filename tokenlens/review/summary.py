@@ -68,6 +68,19 @@ def summary_lines(figures: ReviewFigures) -> list[str]:
             f"  POOR = the whole 95 % interval is below {POOR_ALPHA} (Krippendorff's minimum "
             "for tentative conclusions)."
         )
+    if figures.corrected:
+        lines += [
+            "",
+            "Retention corrected by people's grades (PPI++: the judge on every pair, people",
+            "on the reviewed ones; one-sided 95 % bounds):",
+        ]
+        for task_class, arms in figures.corrected.items():
+            for arm, e in arms.items():
+                lines.append(
+                    f"  {task_class:<22} {arm:<16} judge {pct(e.judge_value)}, corrected "
+                    f"{pct(e.value)} [{pct(e.low)}, {pct(e.high)}] ({e.n_reviewed} reviewed "
+                    f"of {e.n_all} pairs)"
+                )
     return lines
 
 
