@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -49,22 +48,32 @@ def _row(t: CellTally) -> str:
     )
 
 
-def ceiling(n: int, runs: int, seed: int) -> dict[float, float]:
-    """Share of calibrations holding an arm when each task's true retention is read
-    exactly (concentrated harm, no noise), by true retention."""
+TRUTHS = (0.94, 0.97, 0.99, 1.0)
+
+
+def ceiling(n: int, runs: int, seed: int) -> tuple[dict[float, float], dict[float, float]]:
+    """When each task's true retention is read exactly (concentrated harm, no noise), by
+    true retention: the share the rule holds, and the share the best threshold on the mean
+    *that knows the world* holds (the threshold that holds the 0.94 arm in 5 %): no rule
+    that reads the sample's tasks can beat it by much."""
     rng = np.random.default_rng(seed)
-    out: dict[float, float] = {}
-    for truth in (0.94, 0.97, 0.99, 1.0):
+    held: dict[float, float] = {}
+    means: dict[float, np.ndarray] = {}
+    for truth in TRUTHS:
         p_easy, p_hard = _hurt_probabilities(truth)
-        held = 0
-        for _ in range(runs):
+        count = 0
+        means[truth] = np.empty(runs)
+        for i in range(runs):
             hard = rng.random(n) < 0.4
             hurt = rng.random(n) < np.where(hard, p_hard, p_easy)
             x = np.where(hurt, 1.0 - rng.uniform(*TASK_LOSS, n), 1.0) + rng.normal(0, 1e-4, n)
             est = ratio_estimate(x, np.ones(n), confidence=0.9, method="skew_t")
-            held += int(est.low is not None and est.low >= 0.95)
-        out[truth] = held / runs
-    return out
+            count += int(est.low is not None and est.low >= 0.95)
+            means[truth][i] = x.mean()
+        held[truth] = count / runs
+    threshold = float(np.quantile(means[0.94], 0.95))
+    best = {truth: float(np.mean(means[truth] > threshold)) for truth in TRUTHS}
+    return held, best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,13 +127,13 @@ def main(argv: list[str] | None = None) -> None:
             )
     if not args.quick:
         for n in (20, 40):
-            held = ceiling(n, 2000, args.seed)
-            power = np.mean([held[t] for t in (0.97, 0.99, 1.0)])
-            print(
-                f"CEILING {n} tasks, concentrated harm read without noise: 0.94 held "
-                f"{_pct(held[0.94]).strip()}, power {_pct(float(power)).strip()} "
-                f"(0.97: {_pct(held[0.97]).strip()}, 0.99: {_pct(held[0.99]).strip()})"
-            )
+            for name, held in zip(("rule", "best"), ceiling(n, 4000, args.seed), strict=True):
+                power = np.mean([held[t] for t in TRUTHS[1:]])
+                print(
+                    f"CEILING {n} tasks, concentrated harm read without noise, {name}: 0.94 "
+                    f"held {_pct(held[0.94]).strip()}, power {_pct(float(power)).strip()} "
+                    f"(0.97: {_pct(held[0.97]).strip()}, 0.99: {_pct(held[0.99]).strip()})"
+                )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 

@@ -80,7 +80,9 @@ def test_review_figures_carry_corrections_into_the_policy_and_summary() -> None:
         clear = int(r["grade_clear"])
         comp = int(r["grade_comp"]) - (0 if case.is_control else 30)
         a, b = (max(comp, 0), clear) if case.clear_is_b else (clear, max(comp, 0))
-        people.append(ReviewGrade(reviewer="di", case_id=case.case_id, grade_a=a, grade_b=b, given_at="t"))
+        people.append(
+            ReviewGrade(reviewer="di", case_id=case.case_id, grade_a=a, grade_b=b, given_at="t")
+        )
     figures = review_figures(sample, people, rows, tolerance=0.95)
     est = figures.corrected["alpha-class"]["prune@0.6"]
     assert est.value < est.judge_value - 0.2

@@ -214,6 +214,14 @@ def review_figures(
     return figures
 
 
+def _pair_kept(pair: Pair) -> float:
+    """comp / clear of one reading, capped as the rule caps a task's ratio (NaN if none)."""
+    clear, comp = pair
+    if clear is None or comp is None:
+        return math.nan
+    return float(pair_retention([comp], [clear], TASK_RATIO_CAP)[0])
+
+
 def _corrected(
     cases: list[ReviewCase],
     run_grades: list[GradeRow],
@@ -232,10 +240,8 @@ def _corrected(
     for case in cases:
         if case.is_control or case.case_id not in judge_pairs or case.case_id not in people:
             continue
-        clear, comp = judge_pairs[case.case_id][0]
-        judged = pair_retention([comp], [clear], TASK_RATIO_CAP)[0]
-        kept = [pair_retention([p[1]], [p[0]], TASK_RATIO_CAP)[0] for p in people[case.case_id]]
-        kept = [k for k in kept if np.isfinite(k)]
+        judged = _pair_kept(judge_pairs[case.case_id][0])
+        kept = [k for k in map(_pair_kept, people[case.case_id]) if np.isfinite(k)]
         if np.isfinite(judged) and kept:
             reviewed.setdefault((case.task_class, case.arm), []).append(
                 (float(judged), float(np.mean(kept)))
@@ -244,15 +250,8 @@ def _corrected(
     for (task_class, arm), pairs in sorted(reviewed.items()):
         if arm == CONTROL:
             continue
-        rows = every.get((task_class, arm), [])
-        judge_all = pair_retention(
-            [np.nan if c is None else c for _, c in rows],
-            [np.nan if k is None else k for k, _ in rows],
-            TASK_RATIO_CAP,
-        )
-        estimate = people_corrected(
-            judge_all, [j for j, _ in pairs], [p for _, p in pairs]
-        )
+        judge_all = np.array([_pair_kept(p) for p in every.get((task_class, arm), [])])
+        estimate = people_corrected(judge_all, [j for j, _ in pairs], [p for _, p in pairs])
         if estimate is not None:
             out.setdefault(task_class, {})[arm] = estimate
     return out
