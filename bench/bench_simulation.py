@@ -18,6 +18,7 @@ sampling noise): what no noise-cancelling lever can beat.
 
 Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--other-runs 300]
        [--seed N] [--processes 2]
+       .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -26,12 +27,21 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from tokenlens.simulate import TASK_LOSS, _hurt_probabilities
+from tokenlens.simulate import (
+    PROBE_ARMS,
+    TASK_LOSS,
+    Scenario,
+    StudyResult,
+    _hurt_probabilities,
+    designs,
+)
+from tokenlens.simulate import run_study as study_of_arms
 from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
-from tokenlens.stats import ratio_estimate
+from tokenlens.stats import IntervalMethod, ratio_estimate
 
 
 def _pct(value: float) -> str:
@@ -76,6 +86,33 @@ def ceiling(n: int, runs: int, seed: int) -> tuple[dict[float, float], dict[floa
     return held, best
 
 
+def compare_intervals(runs: int, seed: int) -> None:
+    """The interval candidates on the same draws (fixed design, each arm alone, the
+    study of `tokenlens.simulate`): false application of the 0.94 arm, power of the rest."""
+    worlds = [WORLDS["concentrated"], WORLDS["noisy"]]
+    named = [
+        replace(w, name=n, arms=PROBE_ARMS)
+        for n, w in zip(("concentrated", "noisy"), worlds, strict=True)
+    ]
+    cells = designs(named, (20, 40), (1, 3))
+    methods: tuple[IntervalMethod, ...] = ("cluster_t", "bootstrap", "skew_t")
+    print(f"\n{'interval (fixed, arm alone)':28} " + " ".join(f"{m:>22}" for m in methods))
+    results = {m: simulate_study_of(cells, runs, seed, m) for m in methods}
+    for index, cell in enumerate(cells):
+        figures = []
+        for m in methods:
+            t = results[m].tallies[index]
+            figures.append(f"{_pct(t.false_held_rate)} / {_pct(t.power)}")
+        print(f"{cell.name:28} " + " ".join(f"{f:>22}" for f in figures))
+    print("(false application of the 0.94 arm / power of the 0.97, 0.99 and 1.00 arms)")
+
+
+def simulate_study_of(
+    cells: list[Scenario], runs: int, seed: int, method: IntervalMethod
+) -> StudyResult:
+    return study_of_arms(cells, runs=runs, seed=seed, modes=("interval",), interval_method=method)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few runs, two worlds: seconds")
@@ -83,7 +120,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--other-runs", type=int, default=300, help="per cell elsewhere")
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument(
+        "--compare-intervals",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only compare the interval candidates, RUNS calibrations per cell",
+    )
     args = parser.parse_args(argv)
+    if args.compare_intervals:
+        start = time.perf_counter()
+        compare_intervals(args.compare_intervals, args.seed)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
+        return
 
     worlds = dict(WORLDS)
     designs = list(DESIGNS)
