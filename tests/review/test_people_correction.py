@@ -13,7 +13,7 @@ from tokenlens.policy import Interval, Policy, PolicyEntry
 from tokenlens.review.figures import review_figures, with_people_corrections
 from tokenlens.review.sample import ReviewSample
 from tokenlens.review.store import ReviewGrade
-from tokenlens.review.summary import summary_lines
+from tokenlens.review.summary import summary_lines, write_review_page
 
 
 def test_a_lenient_judge_is_corrected_down_to_what_people_read() -> None:
@@ -71,7 +71,7 @@ def _policy(sample: ReviewSample) -> Policy:
     )
 
 
-def test_review_figures_carry_corrections_into_the_policy_and_summary() -> None:
+def test_review_figures_carry_corrections_into_the_policy_and_summary(tmp_path) -> None:
     sample, rows = constructed()
     judge = {(r["task_id"], r["arm"]): r for r in rows if r["judge"] == sample.judge}
     people: list[ReviewGrade] = []
@@ -98,3 +98,6 @@ def test_review_figures_carry_corrections_into_the_policy_and_summary() -> None:
     assert twice.classes["alpha-class"].reason.count("People's grades") == 1
     text = "\n".join(summary_lines(figures))
     assert "Retention corrected by people's grades" in text and "alpha-class" in text
+    page = write_review_page(tmp_path, figures).read_text(encoding="utf-8")
+    assert "<h2>Retention corrected by people's grades</h2>" in page
+    assert f"<td>{est.n_reviewed} / {est.n_all}</td>" in page

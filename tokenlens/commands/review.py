@@ -73,6 +73,11 @@ def run_review(args: argparse.Namespace) -> int:
         figures = load_figures(store, run_id, tolerance=tolerance)
         for line in summary_lines(figures):
             print(line)
+        run_folder = args.reports / "runs" / run_id
+        if run_folder.is_dir():
+            from tokenlens.review.summary import write_review_page
+
+            print(f"review section of the report: {write_review_page(run_folder, figures)}")
         for path, poor in flag_policy(args.reports, run_id, figures):
             what = "poor agreement noted in the reasons" if poor else "people's grades noted"
             print(f"{what} of {path}")
