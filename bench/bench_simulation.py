@@ -17,7 +17,7 @@ Then a noiseless ceiling: the same rule fed each task's true retention (no judge
 sampling noise): what no noise-cancelling lever can beat.
 
 Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--other-runs 300]
-       [--seed N] [--processes 2]
+       [--seed N] [--processes 2] [--worlds concentrated,noisy] [--designs 20x3]
        .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--other-runs", type=int, default=300, help="per cell elsewhere")
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--worlds", help=f"comma-separated subset of {', '.join(WORLDS)}")
+    parser.add_argument("--designs", help="comma-separated subset, e.g. 20x3,40x1")
     parser.add_argument(
         "--compare-intervals",
         type=int,
@@ -137,6 +139,11 @@ def main(argv: list[str] | None = None) -> None:
 
     worlds = dict(WORLDS)
     designs = list(DESIGNS)
+    if args.worlds:
+        worlds = {name: WORLDS[name] for name in args.worlds.split(",")}
+    if args.designs:
+        wanted = [tuple(map(int, d.split("x"))) for d in args.designs.split(",")]
+        designs = [(n, r) for n, r in wanted]
     runs_for = {d: (args.runs if d == (20, 3) else args.other_runs) for d in designs}
     if args.quick:
         worlds = {k: worlds[k] for k in ("concentrated", "noisy")}
