@@ -14,15 +14,15 @@ rule uses): per-task retention under compression is a mixture — most tasks unt
 few hurt badly — so it is skewed to the left, and a sample that happens to hold only one
 hurt task has a high mean *and* a small spread. The t bound then clears the tolerance
 too often: an arm truly one point below a 95 % tolerance was applied in 6.8-7.7 % of
-simulated calibrations at 20 tasks (`bench/bench_simulation.py`). Hall's (1992) monotone
-transformation of the studentized mean removes the skewness term of its Edgeworth
-expansion; it is closed-form (no seed, no resampling: the sequential loop reads bounds
-after every round), matches a task bootstrap-t to within a point in the same study, and
-is never allowed to be narrower than the t bound. Tried and dropped there: the task
-percentile bootstrap and BCa (too narrow at 20 tasks, 5.9-7.5 %), empirical likelihood
-(F- or Bartlett-calibrated, 5.7 % at 20 x 1) and betting confidence sequences for
-bounded means (valid against every distribution, so at 20 tasks they can never clear a
-95 % tolerance: a mass of 6 % at zero is invisible to 20 draws 29 % of the time).
+simulated calibrations at 20 tasks (the interval study in docs/decision-rule.md).
+Hall's (1992) monotone transformation of the studentized mean removes the skewness
+term of its Edgeworth expansion. It is closed-form (no seed, no resampling: the
+sequential loop reads bounds after every round), matches a task bootstrap-t to within a
+point in the same study, and is never allowed to be narrower than the t bound. Tried and
+dropped there: the task percentile bootstrap and BCa (too narrow at 20 tasks, 5.9-7.5 %),
+empirical likelihood (F-calibrated, 5.7 % at 20 x 1) and betting confidence sequences
+for bounded means (valid against every distribution, so at 20 tasks they can never clear
+a 95 % tolerance: a mass of 6 % at zero is invisible to 20 draws 29 % of the time).
 
 The estimands:
 
