@@ -9,7 +9,7 @@ importing scikit-learn, which the proxy never does.
 
 Goal: <= ~0.2 ms per request at p50. Prints figures; asserts nothing.
 
-    .venv/bin/python bench/bench_classify.py [--tasks FILE] [--rounds 3] [--samples 5000]
+    .venv/bin/python bench/bench_classify.py [--tasks FILE] [--rounds 3] [--samples 5000] [--quick]
 """
 
 from __future__ import annotations
@@ -43,7 +43,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=Path, default=None)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=5_000)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.samples = 1, 200
     tasks = load_tasks(args.tasks)
     bodies = task_bodies(tasks)
     bundle = fit_bundle(tasks)

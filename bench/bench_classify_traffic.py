@@ -12,7 +12,7 @@ fit (new request templates) and the part from families it was fitted on (new ins
 
 Prints figures; asserts nothing (the held-out split's figures are a test).
 
-    .venv/bin/python bench/bench_classify_traffic.py [--per-family 3]
+    .venv/bin/python bench/bench_classify_traffic.py [--per-family 3] [--quick]
 """
 
 from __future__ import annotations
@@ -95,7 +95,10 @@ def traffic(per_family: int) -> list[tuple[str, str, dict[str, Any]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-family", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.per_family = 1
     requests = traffic(args.per_family)
     print(f"traffic: {len(requests)} requests from {len({f for f, _, _ in requests})} families")
     starter = load_tasks(DEFAULT_TASKS_PATH)

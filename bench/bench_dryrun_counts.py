@@ -7,7 +7,7 @@ server with a fixed latency standing in for the network (default 0.25 s, a round
 the real API), once with concurrency 1 (what the dry run did) and once with the dry run's
 bound, and prints both with the load average. Asserts nothing.
 
-    .venv/bin/python bench/bench_dryrun_counts.py [--latency 0.25] [--bodies 200]
+    .venv/bin/python bench/bench_dryrun_counts.py [--latency 0.25] [--bodies 200] [--quick]
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.25)
     parser.add_argument("--bodies", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.latency, args.bodies = 0.02, 20
     tasks = CalibrationConfig().selected_tasks()
     bodies = [
         tasks[i % len(tasks)].to_request(model="claude-haiku-4-5") for i in range(args.bodies)

@@ -1,19 +1,28 @@
-"""Throughput of each model-free rung and latency of `compress_request` on a ~2,000-token body.
+"""Throughput of each model-free rung and latency of `compress_request` at the sizes users send.
 
 Prints figures; asserts nothing (timing goals live here, never in tests). Wall time is
 what a caller waits; CPU time (this process's) is printed beside it because on a shared
 machine wall time mostly measures the neighbours: with the load average above the core
-count, a 3 ms computation often waits 10 ms for its turn. Goals (issue 15): `safe` >= 20
-MB/s; `compress_request` p50 <= 1 ms with `safe`, <= 5 ms with `prune`/`select`.
+count, a 3 ms computation often waits 10 ms for its turn.
+
+Goals (issue 15, issue 27): `safe` >= 20 MB/s and `prune@0.5` >= 10 MB/s;
+`compress_request` p50 <= 1 ms with `safe` at 2k tokens; `prune@0.5` p99 <= 5 ms at 2k
+tokens and <= 50 ms at 100k; cost linear in the request's size (growth exponent ~1: the
+slope of log time over log tokens between the smallest and the largest size).
 
 `compress_request` counts no tokens; the last line shows what reading the counts costs.
 
-    .venv/bin/python bench/bench_ladder.py [--llmlingua-model PATH_OR_HUB_NAME] [--repeats N]
+    .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
+        [--llmlingua-model PATH_OR_HUB_NAME] [--quick]
+
+`--quick` runs every section on small inputs in a few seconds (the test suite runs it so
+a moved file or a changed API breaks CI, not the next person who measures).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import time
@@ -30,8 +39,9 @@ from tokenlens.config import DEFAULT_LLMLINGUA_MODEL
 from tokenlens.errors import ArmUnavailable
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
-SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "ladder" / "data" / "guide.md"
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "compress" / "data" / "guide.md"
 QUESTION = "How do I roll back a failed deployment, and who owns staging?"
+SIZED_ARMS = ("safe", "prune@0.5", "select@0.5")
 
 
 def corpus(target_bytes: int) -> str:
@@ -49,10 +59,14 @@ def corpus(target_bytes: int) -> str:
 
 
 def body_of_tokens(tokens: int) -> dict[str, object]:
-    paragraphs = corpus(40_000).split("\n\n")
+    """A Messages body whose context is the first paragraphs of the corpus, ~`tokens` long."""
+    paragraphs = corpus(8 * tokens).split("\n\n")
     kept: list[str] = []
-    while estimate_tokens("\n\n".join(kept)) < tokens:
-        kept.append(paragraphs[len(kept)])
+    count = 0
+    while count < tokens:
+        paragraph = paragraphs[len(kept)]
+        kept.append(paragraph)
+        count += estimate_tokens(paragraph + "\n\n")
     text = "\n\n".join(kept)
     return {
         "model": "claude-haiku-4-5",
@@ -66,9 +80,9 @@ def body_of_tokens(tokens: int) -> dict[str, object]:
     }
 
 
-def throughput(repeats: int) -> None:
-    text = corpus(1_000_000)
-    megabytes = len(text.encode()) / 1e6
+def throughput(repeats: int, megabytes: float) -> None:
+    text = corpus(int(megabytes * 1e6))
+    size = len(text.encode()) / 1e6
     rungs = {
         "safe": apply_safe,
         "minify": apply_minify,
@@ -76,14 +90,14 @@ def throughput(repeats: int) -> None:
         "prune@0.5": lambda t: apply_prune(t, 0.5, QUESTION),
         "select@0.5": lambda t: apply_select(t, 0.5, QUESTION),
     }
-    print(f"Throughput on {megabytes:.2f} MB of markdown (best of {repeats}, wall and CPU):")
+    print(f"Throughput on {size:.2f} MB of markdown (best of {repeats}, wall and CPU):")
     for name, rung in rungs.items():
         runs = [_timed(rung, text) for _ in range(repeats)]
         wall = min(w for w, _ in runs)
-        cpu = min(c for _, c in runs)
+        cpu = max(min(c for _, c in runs), 1e-9)
         print(
-            f"  {name:<12} {megabytes / wall:8.2f} MB/s  ({wall * 1000:5.0f} ms)   "
-            f"CPU {megabytes / cpu:8.2f} MB/s  ({cpu * 1000:5.0f} ms)"
+            f"  {name:<12} {size / wall:8.2f} MB/s  ({wall * 1000:5.0f} ms)   "
+            f"CPU {size / cpu:8.2f} MB/s  ({cpu * 1000:5.0f} ms)"
         )
 
 
@@ -99,10 +113,13 @@ def _p(times: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def latency(repeats: int, model: str) -> None:
+def latency(repeats: int, model: str, *, with_lingua: bool) -> None:
+    """Every arm on a ~2,000-token body (the proxy's common case)."""
     body = body_of_tokens(2_000)
     settings = CompressSettings(llmlingua_model=model)
-    arms = ["control", "safe", "minify", "dedup", "prune@0.5", "select@0.5", "llmlingua2@0.5"]
+    arms = ["control", "safe", "minify", "dedup", "prune@0.5", "select@0.5"]
+    if with_lingua:
+        arms.append("llmlingua2@0.5")
     first = compress_request(body, Arm("control"))
     print(
         f"\ncompress_request latency on a {first.original_tokens:,}-token body ({TOKENIZER_NOTE}):"
@@ -114,13 +131,7 @@ def latency(repeats: int, model: str) -> None:
         except ArmUnavailable as exc:
             print(f"  {key:<16} unavailable: {exc}")
             continue
-        times: list[float] = []
-        cpu: list[float] = []
-        for _ in range(repeats):
-            started = time.process_time()
-            result = compress_request(body, arm, settings=settings)
-            cpu.append((time.process_time() - started) * 1000.0)
-            times.append(result.elapsed_ms)
+        times, cpu, result = _latencies(body, arm, settings, repeats)
         print(
             f"  {key:<16} p50 {statistics.median(times):6.2f} ms   p99 {_p(times, 0.99):6.2f} ms"
             f"   CPU p50 {statistics.median(cpu):6.2f} ms   "
@@ -140,15 +151,81 @@ def latency(repeats: int, model: str) -> None:
     )
 
 
+def _latencies(
+    body: dict[str, object], arm: Arm, settings: CompressSettings, repeats: int
+) -> tuple[list[float], list[float], object]:
+    """Wall (as `compress_request` reports it) and CPU milliseconds of `repeats` calls."""
+    times: list[float] = []
+    cpu: list[float] = []
+    result = None
+    for _ in range(repeats):
+        started = time.process_time()
+        result = compress_request(body, arm, settings=settings)
+        cpu.append((time.process_time() - started) * 1000.0)
+        times.append(result.elapsed_ms)
+    return times, cpu, result
+
+
+def by_size(sizes: list[int], repeats: int) -> None:
+    """`compress_request` p50/p99 per size for the proxy's arms, and the growth exponent."""
+    bodies = {size: body_of_tokens(size) for size in sizes}
+    settings = CompressSettings()
+    print(f"\ncompress_request by request size (tokens; {repeats} calls per cell):")
+    header = "".join(f"{f'{size:,} tok':>22}" for size in sizes)
+    print(f"  {'arm':<12}{header}   exponent (p50)   MB/s at {sizes[-1]:,}")
+    for key in SIZED_ARMS:
+        arm = Arm.parse(key)
+        cells: list[str] = []
+        medians: list[float] = []
+        for size in sizes:
+            body = bodies[size]
+            compress_request(body, arm, settings=settings)  # warm-up
+            n = max(3, repeats * sizes[0] // size)  # fewer calls at the large sizes
+            times, _, _ = _latencies(body, arm, settings, n)
+            medians.append(statistics.median(times))
+            cells.append(f"{medians[-1]:8.2f} / {_p(times, 0.99):7.2f} ms")
+        exponent = _exponent(sizes, medians)
+        rate = _context_bytes(bodies[sizes[-1]]) / 1e6 / (medians[-1] / 1000.0)
+        row = "".join(f"{c:>22}" for c in cells)
+        print(f"  {key:<12}{row}   {exponent:14.2f}   {rate:10.1f}")
+    print("  (cells: p50 / p99; exponent: slope of log p50 over log tokens, 1.0 = linear)")
+
+
+def _context_bytes(body: dict[str, object]) -> int:
+    """UTF-8 bytes of the body's context block (what the rungs read)."""
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return len(messages[0]["content"][0]["text"].encode())
+
+
+def _exponent(sizes: list[int], times: list[float]) -> float:
+    """Least-squares slope of log(time) over log(size)."""
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(max(t, 1e-6)) for t in times]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    num = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    den = sum((x - mx) ** 2 for x in xs)
+    return num / den if den else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--sizes", default="2000,20000,100000", help="request sizes, tokens")
     parser.add_argument("--llmlingua-model", default=DEFAULT_LLMLINGUA_MODEL)
+    parser.add_argument("--quick", action="store_true", help="small inputs, a few seconds")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    repeats, megabytes = args.repeats, 1.0
+    if args.quick:
+        repeats, megabytes, sizes = 3, 0.05, [500, 2_000, 5_000]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average {load} on {os.cpu_count()} cores\n")
-    throughput(max(1, args.repeats // 10))
-    latency(args.repeats, args.llmlingua_model)
+    throughput(max(1, repeats // 10), megabytes)
+    latency(repeats, args.llmlingua_model, with_lingua=not args.quick)
+    by_size(sizes, repeats)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nload average at the end {load}")
 
 
 if __name__ == "__main__":

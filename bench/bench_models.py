@@ -3,7 +3,7 @@ and the comparison that chose the embedded default.
 
 Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
 
-    .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local] [--cache-seeds 3]
+    .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local] [--cache-seeds 3] [--quick]
     .venv/bin/python bench/bench_models.py --only-prompt-cache   # the local prompt cache alone
     .venv/bin/python bench/bench_models.py --compare smollm2,gemma3-270m [--per-class 3]
 
@@ -297,7 +297,10 @@ def main() -> None:
     parser.add_argument("--compare", default=None, help="bundled models, comma-separated")
     parser.add_argument("--per-class", type=int, default=3)
     parser.add_argument("--copies", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:  # the loopback rows only: the local model's take minutes on 2 cores
+        args.calls, args.skip_local = 6, True
     if args.compare:
         compare_models(args.compare.split(","), args.per_class, args.copies)
         return

@@ -7,7 +7,7 @@ in prometheus_client's multiprocess mode (values in mmap'd files, as with `--wor
 with and without the access log, and the time to render one `/metrics` scrape. Prints
 figures; asserts nothing.
 
-    .venv/bin/python bench/bench_observe.py [--requests 20000]
+    .venv/bin/python bench/bench_observe.py [--requests 20000] [--quick]
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def run(requests: int, *, multiprocess: bool, access_log: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.requests = 300
     print(f"bench_observe: {args.requests} observations per row, load {os.getloadavg()[0]:.1f}")
     started = time.perf_counter()
     for title, multiprocess, access_log in (

@@ -6,7 +6,7 @@ standalone server on loopback, so network latency is ~0 and the figures are the 
 and protocol overhead (s3fs/botocore, one HTTP round trip per operation); add your real
 round-trip time per operation for a remote bucket. Run:
 
-    .venv/bin/python bench/bench_scale.py [--latency 2] [--concurrency 4] [--repeats 3]
+    .venv/bin/python bench/bench_scale.py [--latency 2] [--concurrency 4] [--repeats 3] [--quick]
 
 Sections:
 - per recorded call (one thread): a miss looked up again in the store + the durable put,
@@ -224,7 +224,14 @@ def main() -> None:
     parser.add_argument("--tasks-per-class", type=int, default=4, help="3 classes")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-ledger", action="store_true", help="only the fan-out")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the ledger section with 10 calls, no fan-out (it starts a Prefect server)",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.calls = 10
     tmp = Path(tempfile.mkdtemp(prefix="tokenlens-bench-scale-"))
     os.environ.setdefault("PREFECT_HOME", str(tmp / "prefect"))
     os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -248,6 +255,8 @@ def main() -> None:
             ):
                 print(f"{name}, {args.calls} calls:")
                 bench_per_call(root_for(), args.calls)
+        if args.quick:
+            return
         print(
             f"one calibration ({args.tasks_per_class} tasks x 3 classes, {args.repeats} "
             f"repeats), calls of {args.latency:g} s, {args.concurrency} in flight per worker:"

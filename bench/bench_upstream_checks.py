@@ -8,7 +8,7 @@ so both see the same machine load. Printed: each side's median round trip and th
 difference (branch minus plain), per round. Headers: `relay.unsendable` on a typical
 Messages answer's 14 headers, timed with timeit. Prints figures; asserts nothing.
 
-    .venv/bin/python bench/bench_upstream_checks.py [--requests 4000] [--rounds 3]
+    .venv/bin/python bench/bench_upstream_checks.py [--requests 4000] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -91,7 +91,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=4000, help="requests per side per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.rounds = 100, 1
     print(f"bench_upstream_checks: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     try:
         import uvloop
@@ -108,7 +111,7 @@ def main() -> None:
             f"{checked * 1000:.1f} us, added {(checked - plain) * 1000:+.1f} us "
             f"(ratio {checked / plain:.3f})"
         )
-    runs = 200_000
+    runs = 2_000 if args.quick else 200_000
     seconds = min(timeit.repeat(lambda: unsendable(HEADERS), number=runs, repeat=3))
     print(
         f"header check (relay.unsendable, {len(HEADERS)} headers): "

@@ -14,6 +14,8 @@ The flow's parameters are `CalibrateParams`'s fields, one top-level parameter ea
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
@@ -40,6 +42,7 @@ from tokenlens.calibration.artifacts import (
     run_spend,
 )
 from tokenlens.calibration.carry import publish_carried
+from tokenlens.calibration.estimate import CallPlan
 from tokenlens.calibration.fanout import FanOutSettings, ShardsCancelled, pay_with_shards
 from tokenlens.calibration.params import CalibrateParams, flow_parameters, takes_fields
 from tokenlens.calibration.progress import FanOut, LineProgress, RichProgress
@@ -51,11 +54,12 @@ from tokenlens.calibration.session import estimate_spend, open_calibration
 from tokenlens.calibration.shards import reopen_ledger
 from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import spend_line
+from tokenlens.calibration.warmup import warm_compression, warm_publishing
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
 from tokenlens.report import seed_lines
-from tokenlens.tables import AnswerRow, CompressionRow, GradeRow, TaskRow
+from tokenlens.tables import CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import CalibrationTask
 
 __all__ = [
@@ -99,22 +103,15 @@ def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Compre
 
 
 @task(**_STAGE_OPTIONS)
-def sample_answers(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
-) -> list[AnswerRow]:
-    """Obtain the cleartext, control and compressed answers (ledger first)."""
-    return stages.sample_stage(cal, tasks, compressions)
-
-
-@task(**_STAGE_OPTIONS)
-def judge_pairs(
+def answer_and_judge(
     cal: Calibration,
     tasks: list[CalibrationTask],
     compressions: list[CompressionRow],
-    answers: list[AnswerRow],
+    on_started: Callable[[], None] | None = None,
 ) -> list[GradeRow]:
-    """Grade each (cleartext, second answer) pair with the configured judges."""
-    return stages.judge_stage(cal, tasks, compressions, answers)
+    """Obtain the cleartext, control and compressed answers and grade each pair as soon as
+    both its answers exist (ledger first; writes the answers and grades tables)."""
+    return stages.pay_stage(cal, tasks, compressions, on_started=on_started).grades
 
 
 @task(**_STAGE_OPTIONS)
@@ -216,15 +213,29 @@ def calibrate(**parameters: Any) -> CalibrationResult:
 def _calibrate(
     asked: CalibrateParams, progress: Progress, *, fan_out: FanOutSettings | None
 ) -> CalibrationResult:
-    logger = get_run_logger()
-    fresh_sample = asked.fresh_sample
+    _on_the_side(warm_compression)  # while the run is opened and recorded
     cal, selected = open_calibration(
         asked.config(),
         progress=progress,
-        fresh_sample=fresh_sample,
+        fresh_sample=asked.fresh_sample,
         resume=asked.resume,
         flow_run_id=flow_run_id(),
     )
+    try:
+        return _run(asked, cal, selected, fan_out=fan_out)
+    finally:
+        cal.calls.close()
+
+
+def _run(  # the run once opened: every stage, then the result
+    asked: CalibrateParams,
+    cal: Calibration,
+    selected: list[CalibrationTask],
+    *,
+    fan_out: FanOutSettings | None,
+) -> CalibrationResult:
+    logger = get_run_logger()
+    fresh_sample = asked.fresh_sample
     config = cal.config
     record_effective_parameters(asked, cal)
     logger.info(
@@ -247,34 +258,34 @@ def _calibrate(
         unavailable = stages.unavailable_arms(compressions)
         for arm, reason in unavailable.items():
             logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
-        estimate = estimate_spend(cal, selected, compressions).describe()
-        logger.info("spend estimate: %s", estimate)
+        side = _SideWork(cal, selected, compressions, logger)
         shard_runs: list[ShardRun] = []
         if fan_out is not None:
+            side.start()
             shard_runs = pay_in_shards(cal, selected, fan_out)
             cal = reopen_ledger(cal)  # the parent now finds every call the shards paid for
         try:
             if config.design == "sequential":
+                side.start()
                 rounds = sample_in_rounds(_as_is(cal), _as_is(selected), _as_is(compressions))
                 grades, curve = rounds.grades, rounds.curve
             else:
-                answers = sample_answers(_as_is(cal), _as_is(selected), _as_is(compressions))
-                grades = judge_pairs(
-                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(answers)
+                grades = answer_and_judge(
+                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(side.start)
                 )
         except SpendLimitReached as exc:
-            publish_spend(cal, estimate)
+            publish_spend(cal, side.estimate())
             carried = publish_carried(
                 cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"
             )
             if carried is not None:
                 logger.warning("the policy in force stays, carried over: %s", carried)
             raise
-        if fan_out is not None and cal.spend.new_calls:
+        if fan_out is not None and cal.calls.spend.new_calls:
             logger.warning(
                 "the shards left %d calls unpaid (failed calls, or an arm a worker could "
                 "not compress); this process paid for them",
-                cal.spend.new_calls,
+                cal.calls.spend.new_calls,
             )
         if config.design != "sequential":
             curve = aggregate(_as_is(cal), _as_is(grades))
@@ -288,6 +299,7 @@ def _calibrate(
         raise
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
+    estimate = side.estimate()
     lines = seed_lines(published.policy)
     publish_results(cal, curve, published, lines, estimate)
     spent = run_spend(cal)
@@ -298,20 +310,63 @@ def _calibrate(
         policy_path=str(published.policy_path),
         report_path=str(published.report_path),
         store=cal.store.run_dir.url,
-        ledger=str(cal.ledger.calls_path),
+        ledger=str(cal.calls.ledger.calls_path),
         exit_code=published.exit_code,
         unresolved_classes=list(published.unresolved),
         policy_lines=lines,
         unavailable_arms=unavailable,
-        new_calls=cal.spend.new_calls,
-        spend_line=spend_line(cal.spend),
-        spent_usd=cal.spend.spent,
+        new_calls=cal.calls.spend.new_calls,
+        spend_line=spend_line(cal.calls.spend),
+        spent_usd=cal.calls.spend.spent,
         run_calls=spent.calls,
         run_spent_usd=spent.usd,
         attempts=spent.attempts,
         estimate=estimate,
         shards=shard_runs,
     )
+
+
+class _SideWork:
+    """What the run does while its calls are in flight: the spend estimate (from what the
+    ledger held before paying; logged when ready) and loading what publishing needs
+    (`warmup`). Started once the first calls are out, so it does not hold the interpreter
+    while the stream is set up; `estimate()` starts it if nothing did."""
+
+    def __init__(
+        self,
+        cal: Calibration,
+        tasks: list[CalibrationTask],
+        compressions: list[CompressionRow],
+        logger: Any,
+    ):
+        self._plan_args = (cal, tasks, compressions, cal.calls.ledger.snapshot())
+        self._logger = logger
+        self._planned: Future[CallPlan] | None = None
+
+    def start(self) -> None:
+        if self._planned is not None:
+            return
+        self._planned = _on_the_side(estimate_spend, *self._plan_args)
+        self._planned.add_done_callback(self._log)
+        _on_the_side(warm_publishing)
+
+    def estimate(self) -> str:
+        """The spend estimate's line (waits for it)."""
+        self.start()
+        assert self._planned is not None
+        return self._planned.result().describe()
+
+    def _log(self, done: Future[CallPlan]) -> None:
+        if done.exception() is None:
+            self._logger.info("spend estimate: %s", done.result().describe())
+
+
+def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """`fn(*args)` on a thread of its own; the flow goes on (and reads the future later)."""
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"side-{fn.__name__}")
+    future = side.submit(fn, *args)
+    side.shutdown(wait=False)
+    return future
 
 
 def _terminal_progress() -> Progress:

@@ -16,9 +16,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from tokenlens.calibration.call_limits import LimitedClient, existing_limits, limit_name
+from tokenlens.calibration.context import judge_name_for
 from tokenlens.calibration.fanout import KEY_SHARD
 from tokenlens.calibration.shards import ShardSpec, open_shard, pay_shard
-from tokenlens.calibration.stages import judge_name_for
 from tokenlens.config import CalibrationConfig
 from tokenlens.models.base import ModelClient
 
@@ -59,7 +59,10 @@ def calibrate_shard(
         settings, spec, run_id=run_id, calibration_id=calibration_id, wrap_client=limited
     )
     logger.info("%s of run %s: %d tasks", spec.label, run_id, len(tasks))
-    result = pay_shard(cal, spec, tasks).model_dump()
+    try:
+        result = pay_shard(cal, spec, tasks).model_dump()
+    finally:
+        cal.calls.close()
     create_table_artifact(
         table=[result],
         key=KEY_SHARD,

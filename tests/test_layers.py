@@ -174,3 +174,44 @@ def test_the_checker_sees_a_function_level_import(tmp_path: Path) -> None:
     source = tmp_path / "lazy.py"
     source.write_text("def f():\n    from tokenlens.proxy import app\n    return app\n")
     assert "tokenlens.proxy" in imports_of(source)
+
+
+#: The calibration's stages in story order (`tokenlens/calibration/stages.py`), with the
+#: modules that serve them: a module may import from its own rank or lower, never higher.
+STAGE_ORDER: tuple[tuple[str, ...], ...] = (
+    ("tokenlens.calibration.context",),
+    ("tokenlens.calibration.stage_load",),
+    ("tokenlens.calibration.stage_compress",),
+    ("tokenlens.calibration.answers", "tokenlens.calibration.judging"),
+    ("tokenlens.calibration.stage_pay",),
+    ("tokenlens.calibration.stage_publish",),
+    ("tokenlens.calibration.stages",),
+)
+
+
+def test_a_stage_never_imports_a_later_stage() -> None:
+    """Each stage hands rows to the next; what they all share is `context.Calibration`.
+    A stage reaching forward (or the context reaching into a stage) is the old tangle of
+    one 800-line module whose shared object every stage climbed back up through."""
+    rank = {module: i for i, group in enumerate(STAGE_ORDER) for module in group}
+    modules = _modules()
+    assert set(rank) <= set(modules), "STAGE_ORDER names a module that is gone"
+    forward = [
+        f"{module} imports {name}"
+        for module in rank
+        for name in sorted(module_edges(modules[module], set(modules)))
+        if name in rank and rank[name] > rank[module]
+    ]
+    assert not forward, "\n".join(forward)
+
+
+def test_only_the_flows_and_tests_read_the_story_module() -> None:
+    """`stages` only lists the stages in order; code below the flows imports each stage
+    from its own module."""
+    modules = _modules()
+    reaching = [
+        module
+        for module, path in modules.items()
+        if "tokenlens.calibration.stages" in module_edges(path, set(modules))
+    ]
+    assert reaching == []

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tests.grade_tables import cell, frame, realistic, uniform
 from tokenlens.decision import aggregate, decide, judge_agreement
+from tokenlens.formatting import PANE_WIDTH
 from tokenlens.report import LOCAL_MODEL_BANNER, outcome_lines, seed_lines, write_report
 
 
@@ -162,3 +163,31 @@ def test_people_corrected_retention_sits_beside_the_judges(tmp_path) -> None:
     for text in (paths.html.read_text(encoding="utf-8"), paths.markdown_text):
         assert "retention by people (95% bounds)" in text
         assert "91.2% (87.0%–95.0%), 12 reviewed pairs" in text
+
+
+def widest_table(markdown: str) -> int:
+    """Characters across the widest markdown table: its columns' longest cells, plus 4
+    each (0: no table)."""
+    widest, columns = 0, []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            columns = [
+                max(a, len(c)) for a, c in zip(columns or [0] * len(cells), cells, strict=True)
+            ]
+        elif not line.startswith("|"):
+            widest, columns = max(widest, sum(w + 4 for w in columns)), []
+    return widest
+
+
+def test_the_prefect_ui_gets_the_report_with_no_table_wider_than_its_pane(tmp_path) -> None:
+    """Issue 26.12: at 1400 px the Prefect UI's artifact pane is ~840 px wide, and the
+    report's 12-column per-class table hid its last columns behind a sideways scroll."""
+    curve, policy = _built(realistic())
+    paths = write_report(policy, curve, tmp_path, name="run1")
+    assert widest_table(paths.markdown_text) > PANE_WIDTH  # the file keeps its tables
+    assert 0 < widest_table(paths.pane_text) <= PANE_WIDTH
+    for entry in policy.classes.values():  # every class and its reason is still there
+        assert f"**{entry.task_class}** — verdict: " in paths.pane_text
+        assert entry.reason in paths.pane_text
+    assert "noise floor: " in paths.pane_text and "reason: " in paths.pane_text

@@ -44,23 +44,6 @@ def test_the_seed_mean_rule_holds_bad_arms_far_more_often() -> None:
     assert by_mode["mean"].false_held_rate > by_mode["interval"].false_held_rate + 0.2
 
 
-def test_the_simulation_bench_quick_mode_prints_every_figure(capsys) -> None:
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "bench" / "bench_simulation.py"
-    spec = importlib.util.spec_from_file_location("bench_simulation", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    bench.main(["--quick"])
-    out = capsys.readouterr().out
-    for world in ("concentrated", "noisy"):
-        for design in ("fixed", "sequential"):
-            assert f"SUMMARY 20x3 {world} {design}: power" in out
-    assert "SUMMARY worst false application" in out and "savings" in out
-
-
 def test_study_cells_count_false_application_power_and_savings() -> None:
     from tokenlens.simulate_study import WORLDS, run_cell, wilson
 

@@ -132,6 +132,11 @@ class Ledger:
             record = self._records.get(key)
         return record.completion if record else None
 
+    def snapshot(self) -> LedgerView:
+        """What this instance knows now, frozen (an estimate made while calls are paid)."""
+        with self._lock:
+            return LedgerView({key: record.completion for key, record in self._records.items()})
+
     def __contains__(self, key: object) -> bool:
         """Whether `key` is in this instance's view (no storage I/O; `get` looks again)."""
         with self._lock:
@@ -205,6 +210,19 @@ class Ledger:
             for key, record in merged.items():
                 self._records.setdefault(key, record)
         return self._store.where
+
+
+class LedgerView:
+    """The calls a ledger held at one moment (`Ledger.snapshot`): membership and answers."""
+
+    def __init__(self, completions: dict[str, Completion]):
+        self._completions = completions
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._completions
+
+    def peek(self, key: str) -> Completion | None:
+        return self._completions.get(key)
 
 
 def _replay(completion: Completion, request: CompletionRequest) -> Completion:

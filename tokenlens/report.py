@@ -18,9 +18,9 @@ from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
 from tokenlens.decision.applied import AppliedRetention
 from tokenlens.decision.carryover import carried_note
+from tokenlens.formatting import PANE_WIDTH, level_label, markdown_cell, markdown_table
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
-from tokenlens.formatting import level_label
 from tokenlens.formatting import pct as _pct
 from tokenlens.plot import plot_images
 from tokenlens.policy import Interval, Policy, PolicyEntry
@@ -48,6 +48,9 @@ class ReportPaths:
     plot: Location
     markdown_text: str
     png: bytes
+    #: The same report for a narrow pane (the Prefect UI's artifact view): wide tables as
+    #: lists (`tokenlens.formatting.markdown_table`).
+    pane_text: str
 
 
 def _arm_text(entry: PolicyEntry) -> str:
@@ -92,7 +95,7 @@ def policy_markdown(lines: Sequence[str]) -> list[str]:
             items[-1] += " — " + line.strip()
         else:
             items.append(" ".join(line.split()))
-    return [f"- {_md_cell(item)}" for item in items]
+    return [f"- {markdown_cell(item)}" for item in items]
 
 
 def _bounds(interval: Interval | None) -> str:
@@ -266,17 +269,6 @@ def _agreement_lines(agreement: JudgeAgreement) -> list[str]:
 # --------------------------------------------------------------------------- render
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(map(_md_cell, header)) + " |"]
-    lines.append("|" + "|".join("---" for _ in header) + "|")
-    lines.extend("| " + " | ".join(map(_md_cell, row)) + " |" for row in rows)
-    return "\n".join(lines)
-
-
 def _summary(policy: Policy, curve: Curve) -> list[str]:
     return [
         f"Calibration {policy.calibration_id}, created {policy.created.isoformat()}",
@@ -296,7 +288,14 @@ def render_markdown(
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
+    max_width: int | None = None,
 ) -> str:
+    """The report as markdown; `max_width` turns wider tables into lists (for a narrow
+    pane, `markdown_table`)."""
+
+    def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+        return markdown_table(header, rows, max_width=max_width)
+
     parts = ["# TokenLens calibration report", ""]
     if local_model:
         parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
@@ -376,16 +375,23 @@ def write_report(
     png, svg = plot_images(curve, policy)
     plot = out.child(f"{name}.png")
     plot.write_bytes(png)
-    markdown = render_markdown(
-        policy,
-        curve,
-        plot_name=plot.name,
-        agreement=agreement,
-        local_model=local_model,
-        unavailable=unavailable,
-        applied=applied,
+
+    def render(max_width: int | None) -> str:
+        return render_markdown(
+            policy,
+            curve,
+            plot_name=plot.name,
+            agreement=agreement,
+            local_model=local_model,
+            unavailable=unavailable,
+            applied=applied,
+            max_width=max_width,
+        )
+
+    markdown, pane = render(None), render(PANE_WIDTH)
+    paths = ReportPaths(
+        out.child(f"{name}.md"), out.child(f"{name}.html"), plot, markdown, png, pane
     )
-    paths = ReportPaths(out.child(f"{name}.md"), out.child(f"{name}.html"), plot, markdown, png)
     paths.markdown.write_text(markdown)
     page = render_html(
         policy,

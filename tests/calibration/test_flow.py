@@ -284,19 +284,20 @@ def test_a_prefect_retry_resumes_the_same_run_with_its_seeds(
     make_config: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The flow run fails after sampling; Prefect's retry (same flow run) reopens the run:
+    """The flow run fails after paying; Prefect's retry (same flow run) reopens the run:
     same run id and sample seed, so no answer is asked twice."""
     from tokenlens.calibration import stages
 
-    real_judge = stages.judge_stage
+    real_pay = stages.pay_stage
     failures = [RuntimeError("injected: the worker lost its disk")]
 
-    def judge_once_failing(*args: Any, **kwargs: Any) -> Any:
+    def pay_once_failing(*args: Any, **kwargs: Any) -> Any:
+        paid = real_pay(*args, **kwargs)
         if failures:
             raise failures.pop()
-        return real_judge(*args, **kwargs)
+        return paid
 
-    monkeypatch.setattr(stages, "judge_stage", judge_once_failing)
+    monkeypatch.setattr(stages, "pay_stage", pay_once_failing)
     config = make_config(repeats=1)
     retrying = calibrate.with_options(retries=1, retry_delay_seconds=0)
     result = retrying(**flow_parameters(config, fresh_sample=True, fail_on_unresolved=False))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from flows.calibrate import KEY_TREND, calibrate, flow_parameters
+from tests.test_report import widest_table
 from tokenlens.calibration.history import compare_states, history_rows, load_history
 from tokenlens.cli import main as cli_main
 from tokenlens.testing import FakeAnthropic
@@ -79,6 +80,8 @@ def test_history_and_compare_show_a_model_that_got_worse(
     assert cli_main(["compare", ids[0], ids[1], *args]) == 0
     assert "⚠" not in capsys.readouterr().out
 
-    trend = read_trend()  # the flow's artifact: the same table
+    trend = read_trend()  # the flow's artifact: the same rows, as a list (issue 26.12)
     assert all(run_id in trend for run_id in ids)
     assert "⚠ noise floor moved" in trend
+    assert widest_table(trend) == 0  # 9 columns: a list the UI's narrow pane wraps
+    assert trend.count("- **extraction** — run: ") == 3

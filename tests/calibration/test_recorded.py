@@ -40,20 +40,23 @@ def artifacts_of(flow_run_id: UUID, key: str) -> list[Any]:
         )
 
 
-def fail_judging_once(monkeypatch: pytest.MonkeyPatch) -> list[Exception]:
-    """The judge stage fails the first time it is called (after sampling was paid)."""
+def fail_paying_once(monkeypatch: pytest.MonkeyPatch, server: FakeAnthropic) -> list[int]:
+    """The paid stage pays for its first task's calls, then fails (once). The list it
+    returns gets the number of calls paid by then when it failed."""
     from tokenlens.calibration import stages
 
-    real = stages.judge_stage
-    failures: list[Exception] = [RuntimeError("injected: the worker lost its disk")]
+    real = stages.pay_stage
+    paid_before_failing: list[int] = []
 
-    def judge_once_failing(*args: Any, **kwargs: Any) -> Any:
-        if failures:
-            raise failures.pop()
-        return real(*args, **kwargs)
+    def pay_once_failing(cal: Any, tasks: Any, compressions: Any, **kwargs: Any) -> Any:
+        if not paid_before_failing:
+            real(cal, tasks[:1], compressions, write=False)
+            paid_before_failing.append(sum(1 for r in server.calls() if r.status == 200))
+            raise RuntimeError("injected: the worker lost its disk")
+        return real(cal, tasks, compressions, **kwargs)
 
-    monkeypatch.setattr(stages, "judge_stage", judge_once_failing)
-    return failures
+    monkeypatch.setattr(stages, "pay_stage", pay_once_failing)
+    return paid_before_failing
 
 
 def test_a_resumed_run_records_the_settings_it_ran_with(
@@ -64,10 +67,10 @@ def test_a_resumed_run_records_the_settings_it_ran_with(
 ) -> None:
     from prefect.client.orchestration import get_client
 
-    failures = fail_judging_once(monkeypatch)
+    failed = fail_paying_once(monkeypatch, anthropic)
     config = make_config(classes=("extraction",), repeats=2)
     first = calibrate(**flow_parameters(config, fail_on_unresolved=False), return_state=True)
-    assert first.is_failed() and not failures
+    assert first.is_failed() and failed
     [stopped] = list_runs(config.store)
     assert stopped.status == "stopped"
 
@@ -99,11 +102,12 @@ def test_a_retried_run_reaches_100_percent_and_its_spend_adds_up_over_attempts(
     make_config: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    failures = fail_judging_once(monkeypatch)
+    failed = fail_paying_once(monkeypatch, anthropic)
     config = make_config(repeats=1, judge="llm")
     retrying = calibrate.with_options(retries=1, retry_delay_seconds=0)
     state = retrying(**flow_parameters(config, fail_on_unresolved=False), return_state=True)
-    assert state.is_completed() and not failures  # the first attempt did fail
+    assert state.is_completed() and failed  # the first attempt did fail
+    [first_attempt] = failed
     result = state.result()
     flow_run_id = state.state_details.flow_run_id
     assert flow_run_id is not None
@@ -115,12 +119,13 @@ def test_a_retried_run_reaches_100_percent_and_its_spend_adds_up_over_attempts(
     answers = [r for r in paid if not r.is_judge]
     judged = [r for r in paid if r.is_judge]
     assert answers and judged
-    # The first attempt paid for every answer, the second for the judge calls only.
-    assert result.new_calls == len(judged)
+    # The first attempt paid for its first task's calls, the second for the rest only.
+    assert 0 < first_attempt < len(paid)
+    assert result.new_calls == len(paid) - first_attempt
     assert (result.run_calls, result.attempts) == (len(paid), 2)
     [spend] = artifacts_of(flow_run_id, KEY_SPEND)
     assert f"Spent: {len(paid)} paid calls, ${result.run_spent_usd:.4f} over 2 attempts" in (
         spend.data
     )
-    assert f"Of which this attempt: {len(judged)} new calls" in spend.data
+    assert f"Of which this attempt: {len(paid) - first_attempt} new calls" in spend.data
     assert result.run_spent_usd > result.spent_usd > 0

@@ -1,4 +1,7 @@
-"""A calibration killed with SIGKILL during sampling, then resumed, pays for no cell twice.
+"""A calibration killed with SIGKILL mid-run, then resumed, pays for no call twice.
+
+Killed while sampling (metric judge), and while the LLM judge's calls are in flight
+beside the last answers' (answers and judge calls are one stream: `stage_pay`).
 
 The victim draws a fresh sample (as the nightly does), so only `--resume` — the run's own
 seeds — can reuse what it paid; a plain rerun would draw the config's sample instead.
@@ -7,7 +10,8 @@ How the kill is made exact: once some answers are in, the next `concurrency` req
 held by the server ("stall" fault) so every worker of the victim is blocked on a call
 that will never be answered; nothing else is in flight. Then SIGKILL. The stalled calls
 end as 504s when the connection drops. Total 200-answers across both runs must equal the
-number of unique answer cells: not one more.
+number of distinct calls the ledger holds (with the metric judge: of unique answer
+cells): not one more.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pytest
 from tokenlens.calibration.cells import sample_seed
 from tokenlens.calibration.runs import list_runs
 from tokenlens.cli import main as cli_main
+from tokenlens.ledger import Ledger
 from tokenlens.testing import FakeAnthropic
 
 pytestmark = pytest.mark.slow
@@ -38,6 +43,10 @@ def ok_answers(server: FakeAnthropic) -> int:
     return sum(1 for r in server.calls() if r.status == 200)
 
 
+def ok_judge_calls(server: FakeAnthropic) -> int:
+    return sum(1 for r in server.calls() if r.status == 200 and r.is_judge)
+
+
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -46,7 +55,9 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
+@pytest.mark.parametrize("judge", ["metric", "llm"])
+def test_sigkill_mid_run_then_resume_pays_each_call_once(
+    judge: str,
     prefect_api: str,
     anthropic: FakeAnthropic,
     make_config: Any,
@@ -61,7 +72,7 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
         "--classes", ",".join(config.classes),
         "--max-tasks-per-class", "2",
         "--methods", ",".join(config.methods),
-        "--rates", "0.6", "--repeats", "3", "--judge", "metric",
+        "--rates", "0.6", "--repeats", "3", "--judge", judge,
         "--concurrency", str(CONCURRENCY), "--max-tokens", str(config.max_tokens),
         "--store", str(config.store), "--reports", str(config.reports),
         "--fresh-sample",
@@ -70,7 +81,10 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
     log = (tmp_path / "victim.log").open("w")
     victim = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: ok_answers(anthropic) >= 12, 180, "the victim to start sampling")
+        if judge == "metric":
+            wait_for(lambda: ok_answers(anthropic) >= 12, 180, "the victim to start sampling")
+        else:
+            wait_for(lambda: ok_judge_calls(anthropic) >= 4, 180, "the victim to start judging")
         anthropic.inject("stall", times=CONCURRENCY)
         # Every worker is now stuck on a held request once no answer arrives for a while.
         last = [ok_answers(anthropic), time.monotonic()]
@@ -115,7 +129,12 @@ def test_sigkill_during_sampling_then_resume_pays_each_cell_once(
     assert {a["seed"] for a in rows} <= {
         sample_seed(victim_run.seed, r, s) for r in range(3) for s in (0, 1)
     }
-    assert ok_answers(anthropic) == len(unique_cells)  # not one more
-    paid_now = len(unique_cells) - before_rerun
+    calls = len(Ledger(Path(config.store) / "ledger"))  # distinct calls, compacted
+    assert ok_answers(anthropic) == calls  # not one more
+    if judge == "metric":
+        assert calls == len(unique_cells)
+    else:
+        assert ok_judge_calls(anthropic) == calls - len(unique_cells) > 0
+    paid_now = calls - before_rerun
     assert paid_now > 0 and f"({paid_now} new calls this run)" in capsys.readouterr().out
     assert not list((Path(config.store) / "ledger").glob("journal-*.jsonl"))  # compacted

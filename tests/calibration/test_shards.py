@@ -32,9 +32,17 @@ from typing import Any
 import pytest
 import s3fs
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+    FlowRunFilterTags,
+)
+from prefect.client.schemas.objects import StateType
 
 from flows.calibrate import calibrate, flow_parameters
 from tokenlens.calibration.call_limits import existing_limits, limit_name
+from tokenlens.calibration.fanout import _last_heartbeat
 from tokenlens.calibration.result import CalibrationResult
 from tokenlens.calibration.runs import list_runs
 from tokenlens.ledger import Ledger
@@ -168,12 +176,24 @@ def test_a_shard_lost_with_its_worker_is_resubmitted_and_pays_nothing_twice(
     assert not existing_limits([config.model])  # shards run unlimited, and do not wait
     killed: dict[str, Any] = {}
 
+    def both_shards_alive() -> bool:
+        """Both shard flow runs are Running and the server has a heartbeat of each (a shard
+        killed before its first heartbeat is waited for, never judged lost: fanout.py)."""
+        with get_client(sync_client=True) as client:
+            running = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(
+                    tags=FlowRunFilterTags(all_=["calibration-shard"]),
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
+                )
+            )
+            return len(running) == 2 and all(_last_heartbeat(client, r.id) for r in running)
+
     def kill_a_worker_mid_shard() -> None:
         """Once both shards run and calls were made, SIGKILL one worker and its shard."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             busy = [w for w in workers if flow_run_processes(w.pid)]
-            if len(busy) == 2 and len(answer_calls(anthropic)) >= 8:
+            if len(busy) == 2 and len(answer_calls(anthropic)) >= 8 and both_shards_alive():
                 victim = busy[0]
                 tree = [victim.pid, *descendants(victim.pid)]
                 for pid in tree:

@@ -206,8 +206,10 @@ def test_captured_traffic_harvests_into_a_valid_task_file(
     assert len(load_tasks(balanced)) == 4
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # offline, the default scope narrows to one class: --classes all keeps the file's
+    argv = ["calibrate", "--dry-run", "--tasks", str(out), "--classes", "all"]
     dry = subprocess.run(
-        [sys.executable, "-m", "tokenlens", "calibrate", "--dry-run", "--tasks", str(out)],
+        [sys.executable, "-m", "tokenlens", *argv],
         capture_output=True,
         text=True,
         env=env,

@@ -66,8 +66,7 @@ def loopback_run(
         cal, tasks = open_calibration(config)
         stages.load_stage(config, cal.store, tasks, cal.model)
         compressions = stages.compress_stage(cal, tasks)
-        answers = stages.sample_stage(cal, tasks, compressions)
-        grades = stages.judge_stage(cal, tasks, compressions, answers)
+        grades = stages.pay_stage(cal, tasks, compressions).grades
         curve = stages.aggregate_stage(cal, grades)
         stages.publish_stage(cal, curve, grades, list(CLASSES))
     return LoopbackRun(config, cal.store.run_id)

@@ -16,7 +16,7 @@ Prefect is imported here (the flow's module only wires); the texts are plain fun
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from uuid import UUID
 
 from prefect.artifacts import (
@@ -26,7 +26,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
-from tokenlens.calibration import stages
+from tokenlens.calibration.stage_compress import unavailable_arms
 from tokenlens.calibration.summary import (
     RunSpend,
     curve_records,
@@ -39,8 +39,9 @@ from tokenlens.calibration.summary import (
 from tokenlens.report import policy_markdown
 
 if TYPE_CHECKING:
+    from tokenlens.calibration.context import Calibration
     from tokenlens.calibration.params import CalibrateParams
-    from tokenlens.calibration.stages import Calibration, Published
+    from tokenlens.calibration.stage_publish import Published
     from tokenlens.decision import Curve
     from tokenlens.tables import CompressionRow
 
@@ -69,14 +70,26 @@ class ArtifactProgress:
     A retried flow run (same id, a new attempt) updates the artifact its first attempt
     created instead of adding a second one beside it."""
 
+    #: Share of the whole per stage; sample and judge run as one stream (`stage_pay`).
+    WEIGHTS: ClassVar[dict[str, float]] = {"compress": 0.1, "sample": 0.6, "judge": 0.3}
+
     def __init__(self) -> None:
         self._id: UUID | None = None
         self._last = 0.0
-        self._weights = {"compress": (0.0, 0.1), "sample": (0.1, 0.6), "judge": (0.7, 0.3)}
+        self._done: dict[str, float] = {}
+        self._sent: float | None = None
 
     def _percent(self, stage: str, done: int, total: int) -> float:
-        start, width = self._weights.get(stage, (0.0, 0.0))
-        return round(100 * (start + width * (done / total if total else 1.0)), 1)
+        """The whole run's share done: a stage's own share, and every stage before it
+        that reported nothing in this attempt (nothing left to do) counted as done."""
+        self._done[stage] = done / total if total else 1.0
+        names = list(self.WEIGHTS)
+        if stage in names:
+            for earlier in names[: names.index(stage)]:
+                if earlier not in ("sample", "judge") or stage not in ("sample", "judge"):
+                    self._done.setdefault(earlier, 1.0)
+        share = sum(w * self._done.get(name, 0.0) for name, w in self.WEIGHTS.items())
+        return round(100 * share, 1)
 
     def start(self, stage: str, total: int) -> None:
         percent = self._percent(stage, 0, total)
@@ -89,23 +102,31 @@ class ArtifactProgress:
                 description="Share of the calibration's work done (compress, sample, judge).",
             )
             self._id = cast(UUID, created)  # sync call: async_dispatch returns the value
+            self._sent = percent
         else:
-            update_progress_artifact(self._id, percent)
+            self._send(percent)
 
     def advance(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
         if self._id is not None and (now - self._last > 0.5 or done == total):
             self._last = now
-            update_progress_artifact(self._id, self._percent(stage, done, total))
+            self._send(self._percent(stage, done, total))
 
     def finish(self, stage: str) -> None:
         if self._id is not None:
-            update_progress_artifact(self._id, self._percent(stage, 1, 1))
+            self._send(self._percent(stage, 1, 1))
 
     def complete(self) -> None:
         """The run is done: 100 %, whichever stages had work left in this attempt."""
         if self._id is not None:
-            update_progress_artifact(self._id, 100.0)
+            self._send(100.0)
+
+    def _send(self, percent: float) -> None:
+        """Update the artifact, unless it already shows `percent` (an API round trip each)."""
+        assert self._id is not None
+        if percent != self._sent:
+            update_progress_artifact(self._id, percent)
+            self._sent = percent
 
 
 def _existing_progress() -> UUID | None:
@@ -194,11 +215,11 @@ def _shown(value: Any) -> str:
 def run_spend(cal: Calibration) -> RunSpend:
     """What the run paid over every attempt and shard, from the ledger's view."""
     attempts = cal.run.attempts if cal.run is not None else 1
-    return RunSpend.of(cal.store.run_id, cal.ledger.paid_by(cal.store.run_id), attempts)
+    return RunSpend.of(cal.store.run_id, cal.calls.ledger.paid_by(cal.store.run_id), attempts)
 
 
 def publish_spend(cal: Calibration, estimate: str) -> None:
-    text = spend_text(cal.spend, estimate, run_spend(cal))
+    text = spend_text(cal.calls.spend, estimate, run_spend(cal))
     create_markdown_artifact(
         markdown="## Spend\n\n" + text.replace("\n", "\n\n"),
         key=KEY_SPEND,
@@ -234,7 +255,7 @@ def publish_results(
         where_markdown("Policy file", published.policy_path) + ".",
     ]
     stored = cast("list[CompressionRow]", cal.store.read("compressions"))
-    unavailable = stages.unavailable_arms(stored)
+    unavailable = unavailable_arms(stored)
     if unavailable:
         markdown += ["", "Arms not measured here:"]
         markdown += [f"- `{arm}`: {reason}" for arm, reason in unavailable.items()]

@@ -14,17 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tokenlens.calibration.answers import answer_requests
 from tokenlens.calibration.cells import pair_cells
-from tokenlens.calibration.stages import (
-    answer_requests,
-    judge_salt,
-    measured_arms,
-    request_tokens,
-)
+from tokenlens.calibration.judging import judge_salt
+from tokenlens.calibration.stage_compress import measured_arms
+from tokenlens.calibration.stage_load import request_tokens
 from tokenlens.compress.arms import CONTROL
 from tokenlens.config import CalibrationConfig
 from tokenlens.judge import build_judge_request, render_request_text, swap_for
-from tokenlens.ledger import Ledger, call_key
+from tokenlens.ledger import Ledger, LedgerView, call_key
 from tokenlens.models.base import CompletionRequest
 from tokenlens.pricing import cost_usd
 from tokenlens.tables import CompressionRow
@@ -83,11 +81,12 @@ def plan_calls(
     backend: str,
     tasks: list[CalibrationTask],
     compressions: list[CompressionRow],
-    ledger: Ledger | None,
+    ledger: Ledger | LedgerView | None,
 ) -> CallPlan:
     """Count (and bound the price of) a run's answer and judge calls; see module docstring.
 
-    `config.seed` is the run's sample seed; `ledger` None counts everything as new.
+    `config.seed` is the run's sample seed; `ledger` None counts everything as new (a
+    `LedgerView`: what the ledger held before the run started paying).
     """
     held: Callable[[str], bool] = (lambda key: key in ledger) if ledger else (lambda key: False)
     plan = answer_requests(config, model, tasks, compressions)

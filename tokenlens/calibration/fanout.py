@@ -10,8 +10,10 @@ can take any shard; it then polls their states until all are final.
   naming it. A machine that vanished leaves its shard `Running` with no process: the
   parent treats a shard that sent no sign of life (Prefect's flow run heartbeat,
   `PREFECT_FLOWS_HEARTBEAT_FREQUENCY`, or a state change) for `lost_after` seconds as
-  lost and marks it `Crashed` first (a shard that never sent a heartbeat, e.g. with
-  heartbeats turned off, is never judged lost: the parent then waits for it).
+  lost and marks it `Crashed` first (a running shard that never sent a heartbeat, e.g.
+  with heartbeats turned off, is never judged lost: the parent then waits for it). A shard
+  left `Pending` for `lost_after` seconds is lost too: the worker that took it died before
+  its flow started (a process worker starts one in seconds).
 - The parent watches its own flow run too: cancelled (from the UI, `prefect flow-run
   cancel`), or interrupted in any way while it waits (a worker's SIGTERM on cancel), it
   cancels every shard that has not finished before it stops.
@@ -31,9 +33,9 @@ from typing import Any, cast
 from uuid import UUID
 
 from tokenlens.calibration.call_limits import ensure_call_limits
+from tokenlens.calibration.context import Calibration, judge_name_for
 from tokenlens.calibration.result import ShardResult, ShardRun
 from tokenlens.calibration.shards import ShardError, ShardSpec, plan_shards
-from tokenlens.calibration.stages import Calibration, judge_name_for
 from tokenlens.tasks import CalibrationTask
 
 #: Artifact in which each shard run records its `ShardResult` (read back by the parent).
@@ -67,8 +69,8 @@ def pay_with_shards(
     specs = plan_shards(tasks, settings.shards)
     config = cal.config
     if config.max_spend is not None:
-        cal.spend.check()  # nothing left of the cap: stop before any shard starts
-        left = config.max_spend - cal.spend.carried - cal.spend.spent
+        cal.calls.spend.check()  # nothing left of the cap: stop before any shard starts
+        left = config.max_spend - cal.calls.spend.carried - cal.calls.spend.spent
         config = config.model_copy(update={"max_spend": left / len(specs)})
     common = {
         "config": config.model_dump(mode="json"),
@@ -292,14 +294,20 @@ def _look(
 
     spec = shard.spec
     state = client.read_flow_run(run_id).state
-    if state is not None and state.is_running():
+    if state is not None and (state.is_running() or state.is_pending()):
         alive = _last_heartbeat(client, run_id)
-        if alive is None:
+        if alive is None and state.is_running():
             return None  # no heartbeat yet (or heartbeats off): nothing to judge by
-        silent = (datetime.now(UTC) - max(alive, state.timestamp)).total_seconds()
+        since = state.timestamp if alive is None else max(alive, state.timestamp)
+        silent = (datetime.now(UTC) - since).total_seconds()
         if silent <= lost_after:
             return None
-        message = f"no heartbeat for {silent:.0f} s (limit {lost_after:.0f} s): its worker is gone"
+        if state.is_pending():  # a worker took it and vanished before its flow started
+            message = f"pending for {silent:.0f} s (limit {lost_after:.0f} s): its worker is gone"
+        else:
+            message = (
+                f"no heartbeat for {silent:.0f} s (limit {lost_after:.0f} s): its worker is gone"
+            )
         state = Crashed(message=message)
         client.set_flow_run_state(run_id, state, force=True)
         if log is not None:

@@ -17,13 +17,9 @@ import pandas as pd
 
 from tokenlens import tables
 from tokenlens.calibration.cells import PairCell
-from tokenlens.calibration.stages import (
-    Calibration,
-    judge_name_for,
-    judge_stage,
-    measured_arms,
-    sample_stage,
-)
+from tokenlens.calibration.context import Calibration, judge_name_for
+from tokenlens.calibration.stage_compress import measured_arms
+from tokenlens.calibration.stage_pay import pay_stage
 from tokenlens.decision import Curve
 from tokenlens.decision.planner import calls_for
 from tokenlens.decision.sequential import (
@@ -84,13 +80,10 @@ def rounds_stage(
 
     def oracle(cells: Sequence[Cell]) -> pd.DataFrame:
         pairs = [PairCell(c.task_id, c.arm, c.replicate) for c in cells]
-        wanted = {p.baseline for p in pairs} | {p.second for p in pairs}
-        new = sample_stage(cal, tasks, compressions, cells=wanted, write=False)
-        for row in new:
+        paid = pay_stage(cal, tasks, compressions, pairs=pairs, write=False)
+        for row in paid.answers:
             answers[(row["task_id"], row["arm"], row["replicate"], row["sample"])] = row
-        graded = judge_stage(
-            cal, tasks, compressions, list(answers.values()), only=pairs, write=False
-        )
+        graded = paid.grades
         grades.extend(graded)
         frame = pd.DataFrame(graded, columns=tables.GRADES.names)
         return frame[frame["judge"] == deciding]

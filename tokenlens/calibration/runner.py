@@ -9,7 +9,8 @@ cap is reached it simply stops scheduling: calls in flight finish and are kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -69,23 +70,61 @@ def run_bounded(
     Exceptions become `errors[key]` (the stage turns them into error rows). A
     `SpendLimitReached` stops scheduling; keys not yet started land in `skipped`.
     """
-    outcome: Outcome[K, R] = Outcome()
     total = len(keys)
     progress.start(stage, total)
-    pending: dict[Future[R], K] = {}
-    queue = list(keys)
-    queue.reverse()
     done = 0
+
+    def count(key: K, result: R | BaseException) -> Iterable[K]:
+        nonlocal done
+        done += 1
+        progress.advance(stage, done, total)
+        return ()
+
+    outcome = run_stream(keys, fn, then=count, concurrency=concurrency, spend=spend, name=stage)
+    progress.finish(stage)
+    return outcome
+
+
+def run_stream(
+    first: Sequence[K],
+    fn: Callable[[K], R],
+    *,
+    then: Callable[[K, R | BaseException], Iterable[K]],
+    concurrency: int,
+    spend: SpendMeter,
+    name: str,
+    started: Callable[[], None] | None = None,
+) -> Outcome[K, R]:
+    """Run `fn(key)` for every key of `first` and every key `then` releases, at most
+    `concurrency` at a time: work whose inputs are other work's results starts the moment
+    they exist, with no barrier between the kinds (a pair is judged as soon as both its
+    answers are in while other answers are still being asked).
+
+    `then(key, result or exception)` runs on the caller's thread once `key` finished, and
+    returns the keys that may start now. Keys of `first` are started before
+    released ones, so every worker stays busy until the last released key. A
+    `SpendLimitReached` stops scheduling as in `run_bounded`; `skipped` holds the keys
+    left in either queue (a key whose inputs were skipped is never released).
+    `started()`, if given, runs once the first keys are in flight (side work that should
+    not delay them).
+    """
+    outcome: Outcome[K, R] = Outcome()
+    pending: dict[Future[R], K] = {}
+    queue = deque(first)
+    released: deque[K] = deque()
     stop = False
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=stage)
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=name)
     try:
-        while queue or pending:
-            while queue and not stop and len(pending) < concurrency:
+        while queue or released or pending:
+            while (queue or released) and not stop and len(pending) < concurrency:
                 if spend.exhausted:
                     stop = True
                     break
-                key = queue.pop()
+                key = queue.popleft() if queue else released.popleft()
                 pending[pool.submit(fn, key)] = key
+            if started is not None:
+                started()
+                started = None
             if stop and not pending:
                 break
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -94,18 +133,17 @@ def run_bounded(
                 exc = future.exception()
                 if isinstance(exc, SpendLimitReached):
                     stop = True
-                    queue.append(key)
+                    queue.appendleft(key)
                     continue
                 if exc is not None:
                     outcome.errors[key] = exc
+                    released.extend(then(key, exc))
                 else:
-                    outcome.results[key] = future.result()
-                done += 1
-                progress.advance(stage, done, total)
+                    result = outcome.results[key] = future.result()
+                    released.extend(then(key, result))
     finally:
         # On an interrupt (Ctrl-C, SIGTERM) do not wait for calls in flight: each one that
         # finishes is journaled by the ledger anyway, and the rest are simply not made.
         pool.shutdown(wait=not pending, cancel_futures=True)
-    outcome.skipped = list(reversed(queue))
-    progress.finish(stage)
+    outcome.skipped = [*queue, *released]
     return outcome

@@ -9,20 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenlens.calibration.context import Calibration, Calls, answer_model, calibration_key
 from tokenlens.calibration.estimate import CallPlan, plan_calls
+from tokenlens.calibration.judging import build_judges
 from tokenlens.calibration.runner import NoProgress, Progress
 from tokenlens.calibration.runs import RunManifest, find_run, reopen_run, start_run
-from tokenlens.calibration.stages import (
-    Calibration,
-    answer_model,
-    build_judges,
-    calibration_key,
-    select_tasks,
-)
+from tokenlens.calibration.stage_load import select_tasks
 from tokenlens.calibration.store import Store
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
-from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
+from tokenlens.ledger import Ledger, LedgerClient, LedgerView, SpendMeter
 from tokenlens.models.base import ModelClient
 from tokenlens.tables import CompressionRow
 from tokenlens.tasks import CalibrationTask
@@ -80,8 +76,8 @@ def open_calibration(
         run=manifest,
     )
     # What the run's earlier attempts paid counts against its cap (SpendMeter).
-    cal.spend.carried = sum(
-        r.completion.cost_usd or 0.0 for r in cal.ledger.paid_by(cal.store.run_id)
+    cal.calls.spend.carried = sum(
+        r.completion.cost_usd or 0.0 for r in cal.calls.ledger.paid_by(cal.store.run_id)
     )
     return cal, tasks
 
@@ -113,11 +109,8 @@ def assemble(
     return Calibration(
         config=config,
         store=store,
-        ledger=ledger,
-        spend=spend,
-        answer_client=answer_client,
-        judge_clients=judges,
         model=model,
+        calls=Calls(ledger=ledger, spend=spend, answer_client=answer_client, judges=judges),
         backend=config.resolved_backend(),
         progress=progress or NoProgress(),
         calibration_id=calibration_id,
@@ -126,14 +119,18 @@ def assemble(
 
 
 def estimate_spend(
-    cal: Calibration, tasks: list[CalibrationTask], compressions: list[CompressionRow]
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    known: LedgerView | None = None,
 ) -> CallPlan:
-    """The run's calls, what the ledger holds, and a price bound (`plan_calls`)."""
+    """The run's calls, what the ledger holds (or held: `known`, a snapshot taken before
+    paying, so the estimate can be made while the calls are paid), and a price bound."""
     return plan_calls(
         cal.config,
         model=cal.model,
         backend=cal.backend,
         tasks=tasks,
         compressions=compressions,
-        ledger=cal.ledger,
+        ledger=known if known is not None else cal.calls.ledger,
     )

@@ -28,19 +28,13 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tokenlens.calibration.context import Calibration, answer_model, calibration_key
 from tokenlens.calibration.result import ShardResult
 from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.session import assemble
-from tokenlens.calibration.stages import (
-    Calibration,
-    answer_model,
-    calibration_key,
-    compress_stage,
-    judge_stage,
-    request_tokens,
-    sample_stage,
-    select_tasks,
-)
+from tokenlens.calibration.stage_compress import compress_stage
+from tokenlens.calibration.stage_load import request_tokens, select_tasks
+from tokenlens.calibration.stage_pay import pay_stage
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
 from tokenlens.models.base import ModelClient
@@ -150,8 +144,8 @@ def pay_shard(cal: Calibration, spec: ShardSpec, tasks: list[CalibrationTask]) -
     and the parent folds every shard's calls in one compaction after they are done.
     """
     compressions = compress_stage(cal, tasks, write=False)
-    answers = sample_stage(cal, tasks, compressions, write=False)
-    grades = judge_stage(cal, tasks, compressions, answers, write=False)
+    paid = pay_stage(cal, tasks, compressions, write=False)
+    answers, grades = paid.answers, paid.grades
     return ShardResult(
         shard=spec.index,
         count=spec.count,
@@ -159,8 +153,8 @@ def pay_shard(cal: Calibration, spec: ShardSpec, tasks: list[CalibrationTask]) -
         host=socket.gethostname(),
         pid=os.getpid(),
         launcher_pid=os.getppid(),
-        new_calls=cal.spend.new_calls,
-        spent_usd=round(cal.spend.spent, 6),
+        new_calls=cal.calls.spend.new_calls,
+        spent_usd=round(cal.calls.spend.spent, 6),
         answers=len(answers),
         answer_errors=sum(1 for row in answers if row["error"]),
         grades=len(grades),
@@ -177,10 +171,10 @@ def reopen_ledger(cal: Calibration) -> Calibration:
     """
     return assemble(
         cal.config,
-        cal.answer_client.inner,
+        cal.calls.answer_client.inner,
         run_id=cal.store.run_id,
         calibration_id=cal.calibration_id,
         progress=cal.progress,
         run=cal.run,
-        spend=cal.spend,
+        spend=cal.calls.spend,
     )

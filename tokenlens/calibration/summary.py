@@ -16,10 +16,10 @@ from tokenlens.calibration.history import (
 from tokenlens.calibration.run_settings import mixed_settings
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import ALL_CLASSES
-from tokenlens.formatting import arm_label, interval, pct
+from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct
 
 if TYPE_CHECKING:
-    from tokenlens.calibration.stages import Published
+    from tokenlens.calibration.stage_publish import Published
     from tokenlens.decision import Curve
     from tokenlens.ledger import CallRecord, SpendMeter
 
@@ -51,11 +51,13 @@ def curve_records(curve: Curve) -> list[dict[str, Any]]:
                 "arm": table_cell(arm_label(str(row["arm"]))),
                 "status": table_cell(str(row["status"]).replace("_", " ")),
                 "reduction": pct(row["reduction"]),
-                "retention": pct(row["retention"]),
-                "95% bounds": interval(row["retention_low"], row["retention_high"]),
-                "noise floor": pct(row["noise_floor"]),
-                "tasks / pairs": f"{int(row['n_tasks'])} / {int(row['n_pairs'])}",
-                "errors": int(row["n_errors"]),
+                "retention [95%]": (
+                    f"{pct(row['retention'])} "
+                    f"[{interval(row['retention_low'], row['retention_high'])}]"
+                ),
+                "floor": pct(row["noise_floor"]),
+                "tasks/pairs": f"{int(row['n_tasks'])} / {int(row['n_pairs'])}"
+                + (f", {int(row['n_errors'])} errors" if row["n_errors"] else ""),
             }
         )
     return records
@@ -158,10 +160,7 @@ def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
         lines += ["These runs were not all measured the same way:", ""]
         lines += [f"- {table_cell(line)}" for line in mixed]
         lines += [""]
-    lines += [
-        "| " + " | ".join(HISTORY_HEADER) + " |",
-        "|" + "|".join("---" for _ in HISTORY_HEADER) + "|",
-    ]
-    for cells in history_cells(rows):
-        lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
-    return "\n".join(lines)
+    table = markdown_table(
+        HISTORY_HEADER, history_cells(rows), cell=table_cell, max_width=PANE_WIDTH
+    )
+    return "\n".join([*lines, table])

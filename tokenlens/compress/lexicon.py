@@ -43,8 +43,11 @@ def words(text: str) -> list[re.Match[str]]:
 
 
 def word_texts(text: str) -> list[str]:
-    """The texts of `words(text)`, without building match objects."""
-    return _WORD.findall(text)
+    """The texts of `words(text)`, without building match objects.
+
+    Without a backtick that is `str.split()`: `\\S` and `split` agree on what whitespace
+    is (both ask `Py_UNICODE_ISSPACE`), and `split` is several times faster than a scan."""
+    return text.split() if "`" not in text else _WORD.findall(text)
 
 
 def terms(text: str) -> list[str]:

@@ -10,37 +10,33 @@ grows as r falls.
 
 Line prefixes (indentation, list and quote markers) and line endings are never touched;
 a line whose words all go is removed.
+
+Speed: a word's facts are computed once per distinct word; scores, protection and the
+greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
+starts without it). Ties keep text order, as the stable sort always did.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from itertools import compress
+from typing import TYPE_CHECKING, NamedTuple
 
 from tokenlens.compress import lexicon
 from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens
 
+if TYPE_CHECKING:
+    import numpy as np
+
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]*$")
 QUESTION_TERM_BONUS = 4.0
 QUESTION_SENTENCE_BONUS = 1.5
-
-
-@dataclass
-class _Words:
-    """Every word of the eligible lines, in text order, as columns (one row per word)."""
-
-    block: list[int]
-    line: list[int]
-    text: list[str]
-    cost: list[int]
-    protected: list[bool]
-    score: list[float]
 
 
 @lru_cache(maxsize=65536)
@@ -100,104 +96,129 @@ def apply_prune(
     lines_of = {i: split_lines(b.text) for i, b in enumerate(blocks) if b.eligible}
     if not lines_of:
         return text
+    import numpy as np  # here, not at import: the proxy starts without numpy
+
     found = _collect_words(lines_of, question)
     budget = rate * sum(estimate_tokens(blocks[i].text) for i in lines_of)
     spent = sum(_prefix_cost(line.prefix) for lines in lines_of.values() for line in lines)
-    cost = found.cost
-    protected = found.protected
-    keep: set[int] = {order for order, kept in enumerate(protected) if kept}
-    spent += sum(cost[order] for order in keep)
-    # best score first, ties in text order (the sort is stable, also when reversed)
-    for order in sorted(range(len(found.score)), key=found.score.__getitem__, reverse=True):
-        if protected[order]:
-            continue
-        if spent + cost[order] > budget:
-            break
-        keep.add(order)
-        spent += cost[order]
-    return rebuild(blocks, _rewrite(blocks, lines_of, found, keep))
+    keep = found.protected.copy()
+    spent += int(found.cost[keep].sum())
+    # Best score first, ties in text order (a stable sort of the negated scores), then as
+    # many unprotected words as fit: costs are positive, so the running total crosses the
+    # budget once and every word before that point is kept.
+    order = np.argsort(-found.score, kind="stable")
+    candidates = order[~found.protected[order]]
+    running = spent + np.cumsum(found.cost[candidates])
+    keep[candidates[: int(np.searchsorted(running, budget, side="right"))]] = True
+    return rebuild(blocks, _rewrite(blocks, lines_of, found, keep.tolist()))
+
+
+@dataclass
+class _Words:
+    """Every word of the eligible lines, in text order (one array row per word), and where
+    each line's words start and end in them."""
+
+    text: list[str]
+    cost: np.ndarray
+    protected: np.ndarray
+    score: np.ndarray
+    spans: dict[tuple[int, int], tuple[int, int]]  # (block, line) -> [start, end) of its words
 
 
 def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Words:
-    block_ids: list[int] = []
-    line_ids: list[int] = []
+    import numpy as np
+
     texts: list[str] = []
-    facts: list[_Facts] = []
-    initials: list[bool] = []  # sentence-initial
+    spans: dict[tuple[int, int], tuple[int, int]] = {}
     for b, lines in lines_of.items():
         for n, line in enumerate(lines):
             found = lexicon.word_texts(line.content)
-            if not found:
-                continue
-            mine = [_facts(word) for word in found]
-            texts += found
-            facts += mine
-            block_ids += [b] * len(found)
-            line_ids += [n] * len(found)
-            initials.append(True)
-            initials += [f.ends_sentence for f in mine[:-1]]
-    counts = Counter(f.term for f in facts)
-    total = max(sum(counts.values()), 1)
-    midsentence_caps = {
-        f.bare for f, initial in zip(facts, initials, strict=True) if not initial and f.entity
-    }
+            if found:
+                spans[(b, n)] = (len(texts), len(texts) + len(found))
+                texts += found
+    # The facts of each distinct word, once; then per word by its index (numpy gathers).
+    distinct = list(dict.fromkeys(texts))
+    facts = [_facts(word) for word in distinct]
+    word_id = np.fromiter(
+        map({w: i for i, w in enumerate(distinct)}.__getitem__, texts), np.intp, len(texts)
+    )
+    terms = list(dict.fromkeys(f.term for f in facts))
+    term_index = {t: i for i, t in enumerate(terms)}
+    term_of = np.fromiter((term_index[f.term] for f in facts), np.intp, len(facts))
+    term_w = term_of[word_id]
+
+    def column(values: Iterable[bool | int]) -> np.ndarray:
+        return np.fromiter(values, np.int64, len(facts))[word_id]
+
+    ends_sentence = column(f.ends_sentence for f in facts).astype(bool)
+    entity = column(f.entity for f in facts).astype(bool)
+    initial = np.empty(len(texts), dtype=bool)
+    initial[1:] = ends_sentence[:-1]
+    initial[[start for start, _ in spans.values()]] = True  # a line starts a sentence
+
+    counts = np.bincount(term_w, minlength=len(terms))
+    total = max(len(texts), 1)
+    bare_index = {bare: i for i, bare in enumerate(dict.fromkeys(f.bare for f in facts))}
+    bare_w = np.fromiter((bare_index[f.bare] for f in facts), np.intp, len(facts))[word_id]
+    midsentence_caps = np.zeros(len(bare_index), dtype=bool)
+    midsentence_caps[bare_w[~initial & entity]] = True
     q_terms = set(lexicon.content_terms(question or ""))
     q_stems = {term[:5] for term in q_terms}
     # A word's score is its term's score plus its sentence's bonus; terms repeat a lot.
-    term_score: dict[str, float] = {}
-    for f in facts:
-        if f.term in term_score:
-            continue
+    term_facts = {f.term: f for f in reversed(facts)}  # any word of a term: same facts
+    term_score = np.empty(len(terms), dtype=np.float64)
+    for i, term in enumerate(terms):
+        f = term_facts[term]
         if not f.scored:
             score = 0.0
         elif f.stopword:
-            score = 0.05 * math.log(total / counts[f.term] + 1.0)
+            score = 0.05 * math.log(total / int(counts[i]) + 1.0)
         else:
-            score = 1.0 + math.log(total / counts[f.term])
-        if f.term and (f.term in q_terms or f.stem in q_stems):
+            score = 1.0 + math.log(total / int(counts[i]))
+        if term and (term in q_terms or f.stem in q_stems):
             score += QUESTION_TERM_BONUS
-        term_score[f.term] = score
-    bonus = _sentence_bonuses(facts, initials, q_stems)
-    scores = [term_score[f.term] + extra for f, extra in zip(facts, bonus, strict=True)]
-    protected = [
-        f.always_kept or (f.entity and (not initial or f.capitals or f.bare in midsentence_caps))
-        for f, initial in zip(facts, initials, strict=True)
-    ]
-    return _Words(block_ids, line_ids, texts, [f.cost for f in facts], protected, scores)
+        term_score[i] = score
+    stem_of = {stem: i for i, stem in enumerate(sorted(q_stems))}
+    stem_w = column(stem_of.get(f.stem, -1) for f in facts)
+    scores = term_score[term_w] + _sentence_bonuses(initial, stem_w, len(q_stems))
+    protected = column(f.always_kept for f in facts).astype(bool) | (
+        entity
+        & (~initial | column(f.capitals for f in facts).astype(bool) | midsentence_caps[bare_w])
+    )
+    return _Words(texts, column(f.cost for f in facts), protected, scores, spans)
 
 
-def _sentence_bonuses(facts: list[_Facts], initials: list[bool], q_stems: set[str]) -> list[float]:
-    """Words of a sentence that mentions the question's terms are worth a bit more."""
-    bonuses = [0.0] * len(facts)
-    if not q_stems:
-        return bonuses
-    start = 0
-    for i in range(len(facts) + 1):
-        if i == len(facts) or (i > start and initials[i]):
-            hits = {f.stem for f in facts[start:i]} & q_stems
-            if hits:
-                for j in range(start, i):
-                    bonuses[j] = QUESTION_SENTENCE_BONUS * len(hits) / len(q_stems)
-            start = i
-    return bonuses
+def _sentence_bonuses(initial: np.ndarray, stem: np.ndarray, q_stems: int) -> np.ndarray:
+    """Words of a sentence that mentions the question's terms are worth a bit more: the
+    share of the question's stems the sentence mentions (`stem`: a word's question stem
+    index, -1 for none), times `QUESTION_SENTENCE_BONUS`."""
+    import numpy as np
+
+    if not q_stems or not len(initial):
+        return np.zeros(len(initial), dtype=np.float64)
+    sentence = np.cumsum(initial) - 1
+    hit = stem >= 0
+    pairs = np.unique(sentence[hit] * q_stems + stem[hit])  # (sentence, stem), once each
+    hits = np.bincount(pairs // q_stems, minlength=int(sentence[-1]) + 1)
+    bonus = QUESTION_SENTENCE_BONUS * hits / q_stems
+    return np.where(hits > 0, bonus, 0.0)[sentence]
 
 
 def _rewrite(
-    blocks: list[Block], lines_of: dict[int, list[Line]], found: _Words, keep: set[int]
+    blocks: list[Block], lines_of: dict[int, list[Line]], found: _Words, keep: list[bool]
 ) -> dict[int, str]:
-    kept_words: dict[tuple[int, int], list[str]] = {}
-    had_words = set(zip(found.block, found.line, strict=True))
-    for order in sorted(keep):
-        kept_words.setdefault((found.block[order], found.line[order]), []).append(found.text[order])
     replaced: dict[int, str] = {}
     for b, lines in lines_of.items():
         out: list[str] = []
         for n, line in enumerate(lines):
-            kept = kept_words.get((b, n))
+            span = found.spans.get((b, n))
+            if span is None:  # no words: the line stays as it was
+                out.append(line.prefix + line.content + line.ending)
+                continue
+            start, end = span
+            kept = list(compress(found.text[start:end], keep[start:end]))
             if kept:
                 out.append(line.prefix + " ".join(kept) + line.ending)
-            elif (b, n) not in had_words:
-                out.append(line.prefix + line.content + line.ending)
         text = "".join(out)
         if text and not text.endswith(("\n", "\r")) and blocks[b].text.endswith("\n"):
             text += "\n"

@@ -49,6 +49,7 @@ keep llama.cpp's default: a penalty there would fight the JSON syntax the gramma
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -188,6 +189,15 @@ def default_copies(n_threads: int) -> int:
 
 _LOADED: dict[tuple[Path, int, int, int], ModelPool] = {}
 _LOADED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the loaded models while llama_cpp is still whole (`ModelPool.close`)."""
+    with _LOADED_LOCK:
+        for pool in _LOADED.values():
+            pool.close()
+        _LOADED.clear()
 
 
 def _load(path: Path, n_ctx: int, n_threads: int, copies: int = 1) -> ModelPool:

@@ -114,6 +114,21 @@ class ModelPool:
         finally:
             self._free.put(llm)
 
+    def close(self) -> None:
+        """Free every copy not in use now (llama-cpp-python's `close`).
+
+        Called at interpreter exit (`tokenlens.models.local`): a copy left to the garbage
+        collector is freed after llama_cpp's module globals are torn down, and its
+        destructor prints a `TypeError` traceback on every exit."""
+        while True:
+            try:
+                llm = self._free.get_nowait()
+            except queue.Empty:
+                return
+            close = getattr(llm, "close", None)
+            if close is not None:
+                close()
+
     def _take(self) -> Any:
         try:
             return self._free.get_nowait()

@@ -148,7 +148,7 @@ class Handler:
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
-        watch = relay.ClientWatch(receive)
+        watch = relay.ClientWatch(receive, scope)
         obs = Observation(route_kind(scope["path"]), scope["method"])
         status = 499
         try:

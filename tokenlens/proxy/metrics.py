@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -252,22 +253,24 @@ class ProxyMetrics:
         )
         self.workers.set(1)
         self._seen: dict[str, float] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._calibration: str | None = None
 
     # --- per request -------------------------------------------------------------------
 
     def observe(self, obs: Observation) -> None:
-        self.requests.labels(obs.route, obs.task_class, obs.arm, obs.outcome, str(obs.status)).inc()
+        child = self._child
+        child(self.requests, obs.route, obs.task_class, obs.arm, obs.outcome, str(obs.status)).inc()
         if obs.reason:
-            self.reasons.labels(obs.outcome, obs.reason).inc()
+            child(self.reasons, obs.outcome, obs.reason).inc()
         if obs.decided_by != UNCLASSIFIED:
-            self.classified.labels(obs.task_class, obs.decided_by).inc()
+            child(self.classified, obs.task_class, obs.decided_by).inc()
         if obs.compress_ms is not None:
-            self.compress_seconds.labels(obs.task_class, obs.arm).observe(obs.compress_ms / 1000)
+            child(self.compress_seconds, obs.task_class, obs.arm).observe(obs.compress_ms / 1000)
         if obs.upstream_ms is not None:
-            self.upstream_seconds.labels(obs.route).observe(obs.upstream_ms / 1000)
+            child(self.upstream_seconds, obs.route).observe(obs.upstream_ms / 1000)
         if obs.duration_ms is not None:
-            self.request_seconds.labels(obs.route).observe(obs.duration_ms / 1000)
+            child(self.request_seconds, obs.route).observe(obs.duration_ms / 1000)
         if obs.outcome == "applied" and obs.tokens_original is not None:
             self.tokens.labels(obs.task_class, "original").inc(obs.tokens_original)
             self.tokens.labels(obs.task_class, "compressed").inc(obs.tokens_compressed or 0)
@@ -276,6 +279,16 @@ class ProxyMetrics:
                 self.unpriced.inc()
             else:
                 self.dollars.labels(obs.task_class).inc(dollars)
+
+    def _child(self, family: Any, *values: str) -> Any:
+        """`family.labels(*values)`, remembered: prometheus_client checks the values and takes
+        a lock on every `labels` call (four per request). The label values are names the
+        proxy chose, so the cache is as bounded as the families themselves."""
+        key = (id(family), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*values)
+        return child
 
     def refused_request(self, status: int, reason: str) -> None:
         self.refused.labels(str(status), reason).inc()

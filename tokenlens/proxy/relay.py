@@ -173,12 +173,29 @@ class StreamRelay:
         self.raw_headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
+        start = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
         try:
-            async for chunk in self.body:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # The head goes with the first piece of the body, as aiohttp's server sends it:
+            # one write and one segment instead of two (the server holds writes made in
+            # one turn of the loop together, `server.HeldWrites`).
+            first = await anext(self.body, b"")
+        except BrokenAnswer:
+            await send(start)  # what the upstream sent: a head, then a broken connection
+            await self.body.aclose()
+            return
+        except BaseException:
+            await self.body.aclose()
+            raise
+        await send(start)
+        try:
+            if first:
+                await send({"type": "http.response.body", "body": first, "more_body": True})
+                async for chunk in self.body:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except BrokenAnswer:
             return  # incomplete on purpose: uvicorn aborts the connection
         finally:
@@ -201,40 +218,64 @@ async def broken(chunks: list[bytes]) -> AsyncGenerator[bytes, None]:
     raise BrokenAnswer
 
 
+#: The ASGI scope key under which the server's connection offers to say when its client
+#: leaves (`server.GuardedHttpToolsProtocol`): `watch(w)` / `unwatch(w)`, then
+#: `w.client_left()` from the connection's `connection_lost`.
+CONNECTION_KEY = "tokenlens.connection"
+
+
 class ClientWatch:
     """Notices the client leaving while its request waits on the upstream.
 
     uvicorn does not cancel a request's task when its client disconnects; it answers
-    `receive()` with `http.disconnect`. Once the request body has been read, one task
-    waits for that and cancels the request's task, so an upstream call nobody waits for
+    `receive()` with `http.disconnect`. Once the request body has been read, the request's
+    task is cancelled the moment the client leaves, so an upstream call nobody waits for
     any more (the upstream may be generating thousands of tokens) is cancelled at once,
     whether the answer has started or not. `gone` tells that cancellation apart from any
     other.
+
+    Under the proxy's own server protocol the connection itself reports its loss
+    (`CONNECTION_KEY`): no task per request. Under any other ASGI server one task waits
+    for `http.disconnect` on `receive`.
     """
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, scope: Scope | None = None) -> None:
         self.gone = False
         self._receive = receive
         self._task = asyncio.current_task()  # the request's task (built in it)
         self._watcher: asyncio.Task[None] | None = None
+        self._connection = scope.get(CONNECTION_KEY) if scope is not None else None
+        self._watching = False
 
     def start(self) -> None:
         """Start watching (once the request body has been read in full: from then on
         `receive` is ours)."""
-        if self._watcher is None:
+        if self._connection is not None:
+            if not self._watching:
+                self._watching = True
+                self._connection.watch(self)
+        elif self._watcher is None:
             self._watcher = asyncio.ensure_future(self._watch())
 
     def stop(self) -> None:
+        if self._watching and self._connection is not None:
+            self._watching = False
+            self._connection.unwatch(self)
         if self._watcher is not None:
             self._watcher.cancel()
             self._watcher = None
 
-    async def _watch(self) -> None:
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
+    def client_left(self) -> None:
+        """The client is gone: cancel the request's task."""
+        self._watching = False
         self.gone = True
         if self._task is not None:
             self._task.cancel()
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self.client_left()
 
 
 def upstream_url(base: str, target: bytes) -> URL:

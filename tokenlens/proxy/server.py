@@ -33,11 +33,12 @@ request it cannot parse) is reported through it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from tokenlens.proxy.relay import CONNECTION_KEY, ClientWatch
 from tokenlens.proxy.settings import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -60,6 +61,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _body_pending = False  # the head is in, the body is not (yet) complete
     _body_started = 0.0
     _body_bytes = 0
+    _watch: ClientWatch | None = None  # the current request's, while it waits on the upstream
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
@@ -69,7 +71,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.body_timeout_s = limits.body_timeout_s if limits else DEFAULT_BODY_TIMEOUT_S
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._writes = HeldWrites(transport, self.loop)
+        super().connection_made(cast(asyncio.Transport, self._writes))
         self._await_head()
         self._start_deadline()  # uvicorn has no timer for a connection that says nothing
 
@@ -77,6 +80,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._stop_deadline()
         self._body_done()
         super().connection_lost(exc)
+        if self.scope is not None:
+            self.scope.pop(CONNECTION_KEY, None)  # type: ignore[misc]  # no cycle left behind
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.client_left()
 
     def data_received(self, data: bytes) -> None:
         awaiting = self._awaiting_head
@@ -94,6 +102,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
         self._stop_deadline()
+        self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]  # for ClientWatch
+        self._writes.hold_next()  # its answer's head waits for the first body bytes
         super().on_headers_complete()
         self._body_pending, self._body_started, self._body_bytes = True, self.loop.time(), 0
 
@@ -106,10 +116,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        self._writes.flush()  # the whole answer is written: out it goes, now
         super().on_response_complete()
         idle = self.cycle is None or self.cycle.response_complete
         if idle and not self.transport.is_closing():
             self._await_head()  # idle until then: uvicorn's keep-alive timeout applies
+
+    def watch(self, watch: ClientWatch) -> None:
+        """Tell `watch` if the client leaves (instead of a task per request waiting on
+        `receive` for `http.disconnect`, which uvicorn sends for the same loss)."""
+        self._watch = watch
+
+    def unwatch(self, watch: ClientWatch) -> None:
+        if self._watch is watch:
+            self._watch = None
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request it cannot parse: reported, then sent as uvicorn does."""
@@ -189,6 +209,65 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             )
         )
         self.transport.close()
+
+
+class HeldWrites:
+    """A transport that sends an answer's head together with what follows it.
+
+    uvicorn writes an answer's head and its body with two `write` calls: two send(2) calls,
+    two segments, and the client's reader wakes twice for one answer (aiohttp's server
+    holds the head back until the first body bytes). Here the first write of each request
+    (`hold_next`, set when its head has been read) is held until the next write or the end
+    of the current turn of the event loop (`call_soon`), whichever comes first, and then
+    both go to the real transport at once with `writelines` (one writev). Later writes
+    (the pieces of a streamed answer) pass straight through. Nothing is reordered or
+    rewritten; `close` sends what is held first, `abort` drops it as the transport would;
+    everything else is the real transport's.
+    """
+
+    __slots__ = ("_held", "_hold_next", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+        self._hold_next = False
+
+    def hold_next(self) -> None:
+        """Hold the next write (a head) for the write that follows it."""
+        self._hold_next = True
+
+    def write(self, data: bytes) -> None:
+        if self._held:
+            self._held.append(data)
+            self.flush()
+        elif self._hold_next:
+            self._hold_next = False
+            self._held.append(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)
+
+    def writelines(self, data: Any) -> None:
+        for part in data:
+            self.write(part)
+
+    def flush(self) -> None:
+        if self._held:
+            held, self._held = self._held, []
+            if not self._transport.is_closing():
+                self._transport.writelines(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = []
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class ProxyServerConfig(uvicorn.Config):

@@ -27,7 +27,7 @@ from typing import Any, cast
 import pyarrow.parquet as pq
 
 from tokenlens.calibration.cells import BASELINE_SAMPLE, CLEAR, SECOND_SAMPLE, PairCell
-from tokenlens.calibration.stages import task_hash
+from tokenlens.calibration.stage_load import task_hash
 from tokenlens.compress.arms import CONTROL
 from tokenlens.errors import TokenLensError
 from tokenlens.judge import (
