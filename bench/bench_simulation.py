@@ -1,146 +1,198 @@
-"""Simulation study of the decision rules: false application, power, coverage, calls.
+"""Simulation study of the decision rule: false application, power, savings, calls.
 
-Runs `tokenlens.simulate.run_study` on every world of `DEFAULT_SCENARIOS` at every design
-(tasks 5/10/20/40 x repeats 1/3) and prints, per world and design:
+Drives the real `aggregate` + `decide` (fixed design) and `run_sequential` (sequential,
+paired on the same draws) over the hard worlds of `tokenlens.simulate_study` at every
+design the minimum-evidence rule allows a ? at (20/40 tasks x 1/3 repeats), and prints
+per world x design x (fixed | sequential):
 
-* false ✓ and false ✓|?: share of arms one point below the 95 % tolerance that come
-  back ✓, or ✓ or ? (they would be applied; goal <= 5 % in every design)
-* power: share of arms with true retention >= tolerance + 2 points that hold
-  (goal >= 70 % at 20 tasks x 3 repeats)
-* coverage: share of 90 % intervals (two one-sided 95 % bounds) holding the truth
-* calls: paid calls of the design for one arm with an LLM judge
+* false applied: share of calibrations that apply (✓ or ?) an arm of true retention 0.94
+  against the 0.95 tolerance, with its 95 % Wilson interval (goal <= 5 %);
+* power: share of the ladder's good arms (true >= 0.97) the published policy reaches
+  (goal >= 70 % at 20 x 3); for the fixed design also each arm alone (`passes`);
+* savings: the published arm's token reduction over the oracle's (the strongest arm whose
+  true retention holds; a wrongly applied arm saves nothing), goal >= 80 % at 20 x 3;
+* calls: paid calls per calibration (both classes).
 
-`--mode mean` (the seed's rule) is scored on the same data for comparison.
+Then a noiseless ceiling: the same rule fed each task's true retention (no judge, no
+sampling noise): what no noise-cancelling lever can beat.
 
-Then the sequential design against the fixed one at 20 tasks x 3 repeats, paired on the
-same draws (`tokenlens.simulate_sequential`): false application, power and mean calls
-per class, on lone arms and on a six-arm ladder (goal: same or better decisions for
-<= 60 % of the fixed design's calls).
-
-Usage: .venv/bin/python bench/bench_simulation.py [--runs 150] [--seq-runs 60] [--seed N] [--quick]
+Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--other-runs 300]
+       [--seed N] [--processes 2] [--worlds concentrated,noisy] [--designs 20x3]
+       .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
+The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from tokenlens.simulate import (
-    DEFAULT_SCENARIOS,
-    DESIGN_REPEATS,
-    DESIGN_TASKS,
-    SimArm,
+    PROBE_ARMS,
+    TASK_LOSS,
+    Scenario,
     StudyResult,
-    Tally,
-    calls_per_design,
+    _hurt_probabilities,
     designs,
-    run_study,
 )
-from tokenlens.simulate_sequential import compare, lone_arm_worlds
-
-#: A realistic ladder: gentle rungs lossless, pruning borderline, aggressive rungs harmful.
-LADDER = (
-    SimArm("safe", 1.0, 0.02),
-    SimArm("minify", 1.0, 0.05),
-    SimArm("prune@0.8", 0.99, 0.15),
-    SimArm("prune@0.6", 0.97, 0.28),
-    SimArm("prune@0.4", 0.90, 0.45),
-    SimArm("select@0.4", 0.85, 0.5),
-)
+from tokenlens.simulate import run_study as study_of_arms
+from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
+from tokenlens.stats import IntervalMethod, ratio_estimate
 
 
-def _sequential(runs: int, seed: int) -> None:
-    concentrated, spread = DEFAULT_SCENARIOS[0], DEFAULT_SCENARIOS[1]
-    worlds = [
-        *lone_arm_worlds(replace(concentrated, n_tasks=20, replicates=3), (0.94, 0.97, 1.0)),
-        replace(concentrated, name="concentrated ladder", arms=LADDER, n_tasks=20, replicates=3),
-        replace(spread, name="spread ladder", arms=LADDER, n_tasks=20, replicates=3),
-    ]
-    print(
-        f"\n{'world (20 tasks x 3 repeats)':30} {'design':>10} {'false applied':>14} "
-        f"{'power':>7} {'mean calls':>11} {'share':>7}"
-    )
-    ladder_fixed = ladder_seq = 0.0
-    for index, world in enumerate(worlds):
-        fixed, seq = compare(world, runs=runs, seed=seed + index)
-        if world.name.endswith("ladder"):
-            ladder_fixed += fixed.mean_calls
-            ladder_seq += seq.mean_calls
-        for t in (fixed, seq):
-            share = t.mean_calls / fixed.mean_calls
-            print(
-                f"{world.name:30} {t.design:>10} {_fmt(t.false_rate):>14} {_fmt(t.power):>7} "
-                f"{t.mean_calls:11.0f} {_fmt(share):>7}"
-            )
-    print(
-        f"SUMMARY sequential calls on the six-arm ladders: {_fmt(ladder_seq / ladder_fixed)} of "
-        f"the fixed design's (goal <= 60%), {runs} paired runs each"
-    )
-
-
-def _fmt(value: float) -> str:
+def _pct(value: float) -> str:
     return "   n/a" if value != value else f"{100 * value:5.1f}%"
 
 
-def _print(result: StudyResult) -> None:
-    print(
-        f"{'world':14} {'design':>6} {'false ✓':>8} {'false ✓|?':>10} {'power':>7} "
-        f"{'coverage':>9} {'calls':>6} {'mean-rule false ✓|?':>20}"
+def _row(t: CellTally) -> str:
+    low, high = t.false_ci
+    return (
+        f"{t.world:15} {t.tasks:>3}x{t.repeats:<2} {t.design:>10} {t.runs:>5} "
+        f"{_pct(t.false_rate):>7} [{_pct(low).strip()}, {_pct(high).strip()}]".ljust(52)
+        + f" {_pct(t.power):>7} {_pct(t.alone_power):>7} {_pct(t.savings_share):>8} "
+        f"{t.calls_per_run:7.0f}"
     )
-    by_key: dict[tuple[str, str], Tally] = {(t.scenario, t.mode): t for t in result.tallies}
-    for name in dict.fromkeys(t.scenario for t in result.tallies):
-        t = by_key[(name, "interval")]
-        m = by_key.get((name, "mean"))
-        world, design = name.rsplit(" ", 1)
-        print(
-            f"{world:14} {design:>6} {_fmt(t.false_certify_rate):>8} "
-            f"{_fmt(t.false_held_rate):>10} {_fmt(t.power):>7} {_fmt(t.coverage):>9} "
-            f"{calls_per_design(t.n_tasks, t.replicates, 1):6d} "
-            f"{_fmt(m.false_held_rate) if m else '':>20}"
-        )
 
 
-def main() -> None:
+TRUTHS = (0.94, 0.97, 0.99, 1.0)
+
+
+def ceiling(n: int, runs: int, seed: int) -> tuple[dict[float, float], dict[float, float]]:
+    """When each task's true retention is read exactly (concentrated harm, no noise), by
+    true retention: the share the rule holds, and the share the best threshold on the mean
+    *that knows the world* holds (the threshold that holds the 0.94 arm in 5 %): no rule
+    that reads the sample's tasks can beat it by much."""
+    rng = np.random.default_rng(seed)
+    held: dict[float, float] = {}
+    means: dict[float, np.ndarray] = {}
+    for truth in TRUTHS:
+        p_easy, p_hard = _hurt_probabilities(truth)
+        count = 0
+        means[truth] = np.empty(runs)
+        for i in range(runs):
+            hard = rng.random(n) < 0.4
+            hurt = rng.random(n) < np.where(hard, p_hard, p_easy)
+            x = np.where(hurt, 1.0 - rng.uniform(*TASK_LOSS, n), 1.0) + rng.normal(0, 1e-4, n)
+            est = ratio_estimate(x, np.ones(n), confidence=0.9, method="skew_t")
+            count += int(est.low is not None and est.low >= 0.95)
+            means[truth][i] = x.mean()
+        held[truth] = count / runs
+    threshold = float(np.quantile(means[0.94], 0.95))
+    best = {truth: float(np.mean(means[truth] > threshold)) for truth in TRUTHS}
+    return held, best
+
+
+def compare_intervals(runs: int, seed: int) -> None:
+    """The interval candidates on the same draws (fixed design, each arm alone, the
+    study of `tokenlens.simulate`): false application of the 0.94 arm, power of the rest."""
+    worlds = [WORLDS["concentrated"], WORLDS["noisy"]]
+    named = [
+        replace(w, name=n, arms=PROBE_ARMS)
+        for n, w in zip(("concentrated", "noisy"), worlds, strict=True)
+    ]
+    cells = designs(named, (20, 40), (1, 3))
+    methods: tuple[IntervalMethod, ...] = ("cluster_t", "bootstrap", "skew_t")
+    print(f"\n{'interval (fixed, arm alone)':28} " + " ".join(f"{m:>22}" for m in methods))
+    results = {m: simulate_study_of(cells, runs, seed, m) for m in methods}
+    for index, cell in enumerate(cells):
+        figures = []
+        for m in methods:
+            t = results[m].tallies[index]
+            figures.append(f"{_pct(t.false_held_rate)} / {_pct(t.power)}")
+        print(f"{cell.name:28} " + " ".join(f"{f:>22}" for f in figures))
+    print("(false application of the 0.94 arm / power of the 0.97, 0.99 and 1.00 arms)")
+
+
+def simulate_study_of(
+    cells: list[Scenario], runs: int, seed: int, method: IntervalMethod
+) -> StudyResult:
+    return study_of_arms(cells, runs=runs, seed=seed, modes=("interval",), interval_method=method)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=150, help="calibrations per world x design")
-    parser.add_argument("--seq-runs", type=int, default=60, help="paired runs per world (0: skip)")
-    parser.add_argument("--seed", type=int, default=20261130)
-    parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
-    args = parser.parse_args()
-    if args.quick:
-        args.runs, args.seq_runs = 2, 1
+    parser.add_argument("--quick", action="store_true", help="a few runs, two worlds: seconds")
+    parser.add_argument("--runs", type=int, default=1000, help="calibrations per cell at 20x3")
+    parser.add_argument("--other-runs", type=int, default=300, help="per cell elsewhere")
+    parser.add_argument("--seed", type=int, default=20261202)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--worlds", help=f"comma-separated subset of {', '.join(WORLDS)}")
+    parser.add_argument("--designs", help="comma-separated subset, e.g. 20x3,40x1")
+    parser.add_argument(
+        "--compare-intervals",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only compare the interval candidates, RUNS calibrations per cell",
+    )
+    args = parser.parse_args(argv)
+    if args.compare_intervals:
+        start = time.perf_counter()
+        compare_intervals(args.compare_intervals, args.seed)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
+        return
 
-    for s in DEFAULT_SCENARIOS:
-        arms = ", ".join(f"{a.key} true={a.true_retention:.2f}" for a in s.arms)
+    worlds = dict(WORLDS)
+    designs = list(DESIGNS)
+    if args.worlds:
+        worlds = {name: WORLDS[name] for name in args.worlds.split(",")}
+    if args.designs:
+        wanted = [tuple(map(int, d.split("x"))) for d in args.designs.split(",")]
+        designs = [(n, r) for n, r in wanted]
+    runs_for = {d: (args.runs if d == (20, 3) else args.other_runs) for d in designs}
+    if args.quick:
+        worlds = {k: worlds[k] for k in ("concentrated", "noisy")}
+        designs = [(20, 3)]
+        runs_for = {(20, 3): 3}
+        args.processes = 1
+    for name, w in worlds.items():
         print(
-            f"{s.name}: harm {s.harm}, judge sd {s.judge_sd}, sampling sd {s.sampling_sd}, "
-            f"grades in steps of {s.grade_step}, derail {s.derail:.1%}, errors "
-            f"{s.error_rate:.0%}, missing {s.missing_rate:.0%}, tolerance {s.tolerance}; {arms}"
+            f"{name}: harm {w.harm}, judge sd {w.judge_sd}, sampling sd {w.sampling_sd}, "
+            f"grades in steps of {w.grade_step}, derail {w.derail:.1%}, errors "
+            f"{w.error_rate:.0%}, missing {w.missing_rate:.0%}, hard share {w.hard_share}, "
+            f"hurt ratio {w.hurt_ratio}, task loss {w.task_loss}"
         )
     start = time.perf_counter()
-    worlds = designs(DEFAULT_SCENARIOS, DESIGN_TASKS, DESIGN_REPEATS)
-    result = run_study(worlds, runs=args.runs, seed=args.seed)
-    print(f"\n{args.runs} runs per world x design, {time.perf_counter() - start:.0f} s\n")
-    _print(result)
-
-    interval = [t for t in result.tallies if t.mode == "interval"]
-    worst = max(interval, key=lambda t: t.false_held_rate)
+    study = run_study(worlds, designs, runs_for, seed=args.seed, processes=args.processes)
+    elapsed = time.perf_counter() - start
     print(
-        f"\nSUMMARY worst false application (✓|?) over every world and design: "
-        f"{_fmt(worst.false_held_rate)} ({worst.scenario}; goal <= 5%)"
+        f"\n{'world':15} {'design':>6} {'':>10} {'runs':>5} {'false applied [95% CI]':<26} "
+        f"{'power':>7} {'alone':>7} {'savings':>8} {'calls':>7}"
     )
-    for t in interval:
-        if t.n_tasks == 20 and t.replicates == 3:
-            print(f"SUMMARY power at 20x3, {t.scenario.rsplit(' ', 1)[0]}: {_fmt(t.power)}")
-    total = result.combined("interval")
-    print(f"SUMMARY coverage of 90% intervals overall: {_fmt(total.coverage)} (goal >= 88%)")
-    mean = result.combined("mean")
-    print(f"SUMMARY mean mode (seed rule) false application overall: {_fmt(mean.false_held_rate)}")
-    if args.seq_runs:
-        start = time.perf_counter()
-        _sequential(args.seq_runs, args.seed)
-        print(f"(sequential comparison: {time.perf_counter() - start:.0f} s)")
+    cells = [
+        study.cell(w, n, r, d) for w in worlds for n, r in designs for d in ("fixed", "sequential")
+    ]
+    for t in cells:
+        print(_row(t))
+    worst = max(cells, key=lambda t: t.false_rate)
+    print(
+        f"\nSUMMARY worst false application: {_pct(worst.false_rate).strip()} "
+        f"[{_pct(worst.false_ci[0]).strip()}, {_pct(worst.false_ci[1]).strip()}] "
+        f"({worst.world} {worst.tasks}x{worst.repeats} {worst.design}; goal <= 5%)"
+    )
+    for t in cells:
+        if (t.tasks, t.repeats) == (20, 3):
+            print(
+                f"SUMMARY 20x3 {t.world} {t.design}: power {_pct(t.power).strip()} (goal >= 70%), "
+                f"savings {_pct(t.savings_share).strip()} of the oracle's (goal >= 80%), "
+                f"{t.calls_per_run:.0f} calls"
+            )
+    if not args.quick:
+        for n in (20, 40):
+            for name, held in zip(("rule", "best"), ceiling(n, 4000, args.seed), strict=True):
+                power = np.mean([held[t] for t in TRUTHS[1:]])
+                print(
+                    f"CEILING {n} tasks, concentrated harm read without noise, {name}: 0.94 "
+                    f"held {_pct(held[0.94]).strip()}, power {_pct(float(power)).strip()} "
+                    f"(0.97: {_pct(held[0.97]).strip()}, 0.99: {_pct(held[0.99]).strip()})"
+                )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 
 
 if __name__ == "__main__":

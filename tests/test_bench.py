@@ -49,7 +49,12 @@ QUICK: dict[str, tuple[str, ...]] = {
     ),
     "bench_observe.py": (r"metrics \+ access log\s+p50 \d+(\.\d+)? us", r"load"),
     "bench_scale.py": (r"durable put:\s+\S+", r"cache hit"),
-    "bench_simulation.py": (r"SUMMARY worst false application", r"sequential comparison"),
+    "bench_simulation.py": (
+        r"SUMMARY worst false application: \d+\.\d% \[",
+        r"SUMMARY 20x3 concentrated fixed: power \d+\.\d%.*savings \d+\.\d%",
+        r"SUMMARY 20x3 noisy sequential: power \d+\.\d%.*savings \d+\.\d%",
+        r"load average",
+    ),
     "bench_upstream_checks.py": (r"round 1: p50 plain \d+\.\d us", r"header check"),
 }
 

@@ -145,6 +145,26 @@ def test_noise_floor_bounds_never_pass_100_percent(tmp_path) -> None:
     assert shown and max(shown) <= 100.0
 
 
+def test_people_corrected_retention_sits_beside_the_judges(tmp_path) -> None:
+    from tokenlens.policy import Interval
+
+    curve, policy = _built(realistic())
+    plain = write_report(policy, curve, tmp_path, name="plain")
+    assert "retention by people" not in plain.html.read_text(encoding="utf-8")
+    entry = policy.classes["extraction"].model_copy(
+        update={
+            "people_retention": 0.912,
+            "people_interval": Interval(low=0.87, high=0.95, confidence=0.95),
+            "people_pairs": 12,
+        }
+    )
+    reviewed = policy.model_copy(update={"classes": {**policy.classes, "extraction": entry}})
+    paths = write_report(reviewed, curve, tmp_path, name="reviewed")
+    for text in (paths.html.read_text(encoding="utf-8"), paths.markdown_text):
+        assert "retention by people (95% bounds)" in text
+        assert "91.2% (87.0%–95.0%), 12 reviewed pairs" in text
+
+
 def widest_table(markdown: str) -> int:
     """Characters across the widest markdown table: its columns' longest cells, plus 4
     each (0: no table)."""

@@ -42,3 +42,16 @@ def test_the_seed_mean_rule_holds_bad_arms_far_more_often() -> None:
     result = run_study(worlds, runs=40, seed=7, modes=("interval", "mean"))
     by_mode = {t.mode: t for t in result.tallies}
     assert by_mode["mean"].false_held_rate > by_mode["interval"].false_held_rate + 0.2
+
+
+def test_study_cells_count_false_application_power_and_savings() -> None:
+    from tokenlens.simulate_study import WORLDS, run_cell, wilson
+
+    fixed, seq = run_cell("spread-noisy", WORLDS["spread-noisy"], 20, 3, runs=2, seed=3)
+    for tally in (fixed, seq):
+        assert tally.runs == 2 and tally.good == 2 * 3  # three good rungs per ladder
+        assert 0 <= tally.savings <= tally.oracle_savings
+        assert tally.calls > 0
+    assert seq.calls <= fixed.calls  # the loop never pays more than the whole draw
+    low, high = wilson(5, 100)
+    assert low < 0.05 < high and round(low, 3) == 0.022 and round(high, 3) == 0.112

@@ -40,6 +40,11 @@ def pct(value: Any, digits: int = 1, *, missing: str = MISSING) -> str:
     return f"{100 * number:.{digits}f}%"
 
 
+def level_label(level: float) -> str:
+    """A bound's confidence: 0.95 -> '95%', 0.9813 -> '98.1%' (the level it was computed at)."""
+    return f"{100 * level:.1f}".rstrip("0").rstrip(".") + "%"
+
+
 def interval(low: Any, high: Any, digits: int = 1) -> str:
     if _number(low) is None or _number(high) is None:
         return MISSING

@@ -23,8 +23,10 @@ from tokenlens.storage import Location, StorageError, is_url, location
 
 #: 2 added per-entry certification dates (`certified_at`, `expires_at`, `carried_over`)
 #: and the policy's `backend`; version-1 files load unchanged (no dates: no age limit).
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+#: 3 added the level of an interval's bounds (`Interval.confidence`) and the retention
+#: corrected by people's grades (`people_*`); older files load unchanged.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
 
 #: ✓ measured, ? provisional, — none.
@@ -46,6 +48,9 @@ class Interval(BaseModel):
 
     low: float
     high: float
+    #: One-sided confidence of each bound (0.95, or what a sequential look spent, e.g.
+    #: 0.981). None in files written before schema 3.
+    confidence: float | None = None
 
 
 class CarriedOver(BaseModel):
@@ -75,9 +80,17 @@ class PolicyEntry(BaseModel):
     rate: float | None = None
     reduction_pct: float | None = None
     #: The rule's reading: pooled retention (interval mode) or the capped mean (mean
-    #: mode), capped at 1.0, with its one-sided 95 % bounds as `retention_interval`.
+    #: mode), capped at 1.0, with its one-sided bounds (and their level) as
+    #: `retention_interval`.
     retention_mean: float | None = None
     retention_interval: Interval | None = None
+    #: The same arm's retention as people would grade it: the judge's pairs corrected by
+    #: people's grades of the reviewed ones (`tokenlens.decision.people`), with its
+    #: one-sided 95 % bounds and how many reviewed pairs it rests on. None until a review
+    #: of the run has enough grades (`tokenlens review --summary` fills it).
+    people_retention: float | None = None
+    people_interval: Interval | None = None
+    people_pairs: int | None = None
     worst_case: float | None = None
     noise_floor: float | None = None
     noise_floor_interval: Interval | None = None

@@ -18,12 +18,12 @@ from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision import ALL_CLASSES, Curve, JudgeAgreement
 from tokenlens.decision.applied import AppliedRetention
 from tokenlens.decision.carryover import carried_note
-from tokenlens.formatting import PANE_WIDTH, markdown_cell, markdown_table
+from tokenlens.formatting import PANE_WIDTH, level_label, markdown_cell, markdown_table
 from tokenlens.formatting import arm_label as _label
 from tokenlens.formatting import interval as _interval
 from tokenlens.formatting import pct as _pct
 from tokenlens.plot import plot_images
-from tokenlens.policy import Policy, PolicyEntry
+from tokenlens.policy import Interval, Policy, PolicyEntry
 from tokenlens.storage import Location, location
 from tokenlens.templating import render
 
@@ -98,6 +98,27 @@ def policy_markdown(lines: Sequence[str]) -> list[str]:
     return [f"- {markdown_cell(item)}" for item in items]
 
 
+def _bounds(interval: Interval | None) -> str:
+    """The interval, with its level when a sequential look computed it at another."""
+    if interval is None:
+        return "n/a"
+    text = _interval(interval.low, interval.high)
+    level = interval.confidence
+    if level is not None and abs(level - 0.95) > 1e-9:
+        text += f" (at {level_label(level)})"
+    return text
+
+
+def _people(entry: PolicyEntry) -> str:
+    """Retention corrected by people's grades, beside the judge's (when a review has it)."""
+    if entry.people_retention is None:
+        return "n/a"
+    text = _pct(entry.people_retention)
+    if entry.people_interval is not None:
+        text += f" ({_bounds(entry.people_interval)})"
+    return f"{text}, {entry.people_pairs} reviewed pairs"
+
+
 def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
     header = [
         "class",
@@ -105,7 +126,7 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "arm",
         "reduction",
         "retention",
-        "one-sided 95% bounds",
+        "one-sided bounds (95% unless said)",
         "worst task",
         "noise floor",
         "bar",
@@ -113,8 +134,12 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "ignored arms",
         "reason",
     ]
+    entries = [*policy.classes.values(), policy.default]
+    reviewed = any(e.people_retention is not None for e in entries)
+    if reviewed:
+        header.insert(6, "retention by people (95% bounds)")
     rows = []
-    for entry in [*policy.classes.values(), policy.default]:
+    for entry in entries:
         floor = _pct(entry.noise_floor)
         if entry.noise_floor_interval is not None:
             floor += (
@@ -128,7 +153,8 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
                 _arm_text(entry),
                 "n/a" if entry.reduction_pct is None else f"{entry.reduction_pct:.1f}%",
                 _pct(entry.retention_mean),
-                _interval(interval.low, interval.high) if interval else "n/a",
+                _bounds(interval),
+                *([_people(entry)] if reviewed else []),
                 _pct(entry.worst_case),
                 floor,
                 _pct(entry.bar),

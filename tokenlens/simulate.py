@@ -81,9 +81,19 @@ class Scenario:
     missing_rate: float = 0.0
     #: Score the ladder walk (chosen arm) instead of each arm alone.
     walk: bool = False
+    #: Concentrated worlds: share of hard tasks, how much likelier a hard task is hurt,
+    #: and the share of its grade a hurt task loses (uniform in this range).
+    hard_share: float = HARD_SHARE
+    hurt_ratio: float = HARD_HURT_RATIO
+    task_loss: tuple[float, float] = TASK_LOSS
 
 
-def _hurt_probabilities(true_retention: float) -> tuple[float, float]:
+def _hurt_probabilities(
+    true_retention: float,
+    hard_share: float = HARD_SHARE,
+    hurt_ratio: float = HARD_HURT_RATIO,
+    task_loss: tuple[float, float] = TASK_LOSS,
+) -> tuple[float, float]:
     """(easy, hard) chance that a task is hurt, so the mean over tasks of each task's
     retention is `true_retention` (a hurt task keeps 1 - mean(TASK_LOSS) on average).
 
@@ -92,9 +102,9 @@ def _hurt_probabilities(true_retention: float) -> tuple[float, float]:
     loss = 1.0 - true_retention
     if loss <= 0:
         return 0.0, 0.0
-    mean_loss = sum(TASK_LOSS) / 2
-    p_easy = loss / ((HARD_SHARE * HARD_HURT_RATIO + (1 - HARD_SHARE)) * mean_loss)
-    return p_easy, p_easy * HARD_HURT_RATIO
+    mean_loss = sum(task_loss) / 2
+    p_easy = loss / ((hard_share * hurt_ratio + (1 - hard_share)) * mean_loss)
+    return p_easy, p_easy * hurt_ratio
 
 
 def simulate_grades(
@@ -113,17 +123,20 @@ def simulate_grades(
             return float(rng.uniform(0.0, 30.0))
         return quality + rng.normal(0.0, s.sampling_sd)
 
-    hurt_p = {arm.key: _hurt_probabilities(arm.true_retention) for arm in s.arms}
+    hurt_p = {
+        arm.key: _hurt_probabilities(arm.true_retention, s.hard_share, s.hurt_ratio, s.task_loss)
+        for arm in s.arms
+    }
     for t in range(s.n_tasks):
         task_id = f"{task_class}-{t:03d}"
         if s.harm == "concentrated":
-            hard = rng.random() < HARD_SHARE
+            hard = rng.random() < s.hard_share
             quality = rng.uniform(*(HARD_QUALITY if hard else EASY_QUALITY))
             effect = {}
             for arm in s.arms:
                 p = hurt_p[arm.key][1 if hard else 0]
                 hurt = rng.random() < p
-                effect[arm.key] = 1.0 - rng.uniform(*TASK_LOSS) if hurt else 1.0
+                effect[arm.key] = 1.0 - rng.uniform(*s.task_loss) if hurt else 1.0
         else:
             quality = rng.uniform(*s.quality)
             effect = {arm.key: arm.true_retention + rng.normal(0.0, s.task_sd) for arm in s.arms}
@@ -279,7 +292,7 @@ def run_study(
     runs: int,
     seed: int = 0,
     modes: Iterable[Mode] = ("interval", "mean"),
-    interval_method: IntervalMethod = "cluster_t",
+    interval_method: IntervalMethod = "skew_t",
 ) -> StudyResult:
     """Simulate `runs` calibrations per scenario and score every mode on the same data."""
     result = StudyResult()

@@ -102,8 +102,8 @@ class CurveRow(TypedDict):
     reduction: float | None  # mean measured token reduction over tasks
     retention_mean: float | None  # capped per-pair mean: the seed's reading
     retention: float | None  # pooled retention (tokenlens.stats), capped
-    retention_low: float | None  # one-sided 95 % bounds of `retention`
-    retention_high: float | None  # (together a 90 % interval), capped
+    retention_low: float | None  # one-sided bounds of `retention` at `bound_level`
+    retention_high: float | None  # (95 %: together a 90 % interval), capped
     sd_between: float | None  # between-task spread (for the planner)
     sd_within: float | None  # within-task (replicate) spread
     worst_case: float | None  # lowest per-task capped mean retention
@@ -122,6 +122,9 @@ class CurveRow(TypedDict):
     # (fails after a failure) | no_savings | not_measured (no graded pair) |
     # unmeasurable | too_few_tasks
     status: str
+    #: One-sided confidence of each of `retention_low`/`retention_high` (0.95 in a fixed
+    #: design; a sequential look spends less, e.g. 0.981). Null in curves written before.
+    bound_level: float | None
 
 
 CURVE = arrow_schema(CurveRow)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from uuid import UUID
+
 import pytest
 
 from tokenlens.cli import main as cli_main
@@ -43,3 +46,56 @@ def test_artifacts_hold_the_summary_and_the_class_table(
     table = found[KEY_CLASSES]
     assert table.type == "table"
     assert "extraction" in str(table.data) and "alpha_high" in str(table.data)
+
+
+def test_the_figures_also_sit_on_the_calibrations_own_flow_run(
+    prefect_api: str, run_copy: LoopbackRun
+) -> None:
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.runtime import flow_run
+
+    from flows.review import KEY_AGREEMENT, review_summary
+    from tokenlens.calibration.runs import (
+        RunManifest,
+        manifest_path,
+        read_manifest,
+        write_manifest,
+    )
+
+    @flow(name="stand-in-calibration")
+    def calibration() -> str:
+        return str(flow_run.id)
+
+    calibration_run = calibration()
+    path = manifest_path(str(run_copy.store), run_copy.run_id)
+    manifest = (
+        read_manifest(path)
+        if path.exists()
+        else RunManifest(
+            run_id=run_copy.run_id,
+            calibration_id=run_copy.run_id,
+            seed=0,
+            fresh_sample=False,
+            created=datetime.now(UTC),
+            config={},
+        )
+    )
+    write_manifest(
+        str(run_copy.store), manifest.model_copy(update={"flow_run_id": calibration_run})
+    )
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=6)
+    for index, case in enumerate(review.sample.cases):
+        review.store.record(review.sample, "bo", case.case_id, 10 * index, 90 - 10 * index)
+    result = review_summary(str(run_copy.store), run_copy.run_id, 0.95)
+    assert result["calibration_flow_run"] == calibration_run
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(calibration_run)])
+            )
+        )
+    assert [a.key for a in found] == [KEY_AGREEMENT]
+    assert f"Review of calibration {run_copy.run_id}" in str(found[0].data)

@@ -137,6 +137,10 @@ def test_summary_writes_poor_agreement_into_the_runs_policy(
         assert cli_main([*args, "--store", str(run_copy.store)]) == 0
     out = capsys.readouterr().out
     assert f"poor agreement noted in the reasons of {path}" in out
+    page = path.parent / "review.html"
+    assert f"review section of the report: {page}" in out
+    html = page.read_text(encoding="utf-8")
+    assert "Judge vs people" in html and "<script" not in html
     after = load_policy(path)
     flagged = [n for n, e in after.classes.items() if "Review: " in e.reason]
     assert flagged

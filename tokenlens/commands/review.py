@@ -73,8 +73,14 @@ def run_review(args: argparse.Namespace) -> int:
         figures = load_figures(store, run_id, tolerance=tolerance)
         for line in summary_lines(figures):
             print(line)
-        for path in flag_policy(args.reports, run_id, figures):
-            print(f"poor agreement noted in the reasons of {path}")
+        run_folder = args.reports / "runs" / run_id
+        if run_folder.is_dir():
+            from tokenlens.review.summary import write_review_page
+
+            print(f"review section of the report: {write_review_page(run_folder, figures)}")
+        for path, poor in flag_policy(args.reports, run_id, figures):
+            what = "poor agreement noted in the reasons" if poor else "people's grades noted"
+            print(f"{what} of {path}")
         if args.artifact:
             from flows.review import KEY_AGREEMENT, review_summary
 
@@ -86,23 +92,30 @@ def run_review(args: argparse.Namespace) -> int:
     return 0
 
 
-def flag_policy(reports: Path, run_id: str, figures: object) -> list[Path]:
-    """Write classes where people and the judge disagree into the run's policy reasons.
+def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path, bool]]:
+    """Write what the review found into the run's policies: classes where people and the
+    judge disagree (in the reason) and each arm's retention corrected by people's grades.
 
     The policy is what a user reads before applying an arm, so that is where it must say
-    the judge was not confirmed by people; re-running is idempotent."""
+    the judge was not confirmed by people; re-running is idempotent. Returns the files
+    written, each with whether it got a poor-agreement note."""
     from tokenlens.policy import atomic_write_text, load_policy
-    from tokenlens.review.figures import ReviewFigures, poor_agreement, with_review_flags
+    from tokenlens.review.figures import (
+        ReviewFigures,
+        poor_agreement,
+        with_people_corrections,
+        with_review_flags,
+    )
 
     assert isinstance(figures, ReviewFigures)
     flags = poor_agreement(figures)
-    written: list[Path] = []
+    written: list[tuple[Path, bool]] = []
     candidates = [
         *sorted((reports / "policy").glob("*.json")),
         reports / "runs" / run_id / "policy.json",
     ]
     for path in candidates:
-        if not flags or not path.exists():
+        if not path.exists():
             continue
         policy = load_policy(path)
         if (policy.run_id or policy.calibration_id) != run_id:
@@ -112,10 +125,10 @@ def flag_policy(reports: Path, run_id: str, figures: object) -> list[Path]:
             for name, note in flags.items()
             if name in policy.classes and "Review: " not in policy.classes[name].reason
         }
-        if fresh:
-            updated = with_review_flags(policy, fresh)
+        updated = with_people_corrections(with_review_flags(policy, fresh), figures)
+        if updated != policy:
             atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
-            written.append(path)
+            written.append((path, bool(fresh)))
     return written
 
 

@@ -175,7 +175,9 @@ def _reroute(
             else "provisional",
             "reduction_pct": 100 * float(row["reduction"]),
             "retention_mean": _num(row["retention"]),
-            "retention_interval": _interval(row["retention_low"], row["retention_high"]),
+            "retention_interval": _interval(
+                row["retention_low"], row["retention_high"], row.get("bound_level")
+            ),
             "reason": f"{entry.reason}; {note}",
         }
     )
@@ -211,7 +213,7 @@ def _default_entry(
             "retention_mean": None if row is None else _num(row["retention"]),
             "retention_interval": None
             if row is None
-            else _interval(row["retention_low"], row["retention_high"]),
+            else _interval(row["retention_low"], row["retention_high"], row.get("bound_level")),
             "reason": f"{arm_label(arm.key)} held for every class (the gentlest of their "
             "choices): unsure and unknown requests may be of any class",
             "cause": None,
@@ -225,9 +227,11 @@ def _num(value: object) -> float | None:
     return float(value)  # type: ignore[arg-type]
 
 
-def _interval(low: object, high: object) -> Interval | None:
+def _interval(low: object, high: object, level: object = None) -> Interval | None:
     lo, hi = _num(low), _num(high)
-    return None if lo is None or hi is None else Interval(low=lo, high=hi)
+    if lo is None or hi is None:
+        return None
+    return Interval(low=lo, high=hi, confidence=_num(level))
 
 
 def applied_retention(
@@ -276,7 +280,9 @@ def applied_retention(
             note = "not measured: routed to " + ", ".join(sorted(map(arm_label, missing)))
             out.append(AppliedRetention(name, n, elsewhere / n, None, None, None, note))
             continue
-        est = ratio_estimate(np.array(values), np.ones(len(values)), confidence=1 - 2 * ALPHA)
+        est = ratio_estimate(
+            np.array(values), np.ones(len(values)), confidence=1 - 2 * ALPHA, method="skew_t"
+        )
         clip = lambda v: None if v is None or math.isnan(v) else min(max(v, 0.0), 1.0)  # noqa: E731
         out.append(
             AppliedRetention(

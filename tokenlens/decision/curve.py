@@ -8,8 +8,9 @@ The rules, in the order they apply to each task class:
    coin there — or when the floor reaches the tolerance itself (the bar
    `tolerance - floor` would be 0 or negative and any arm would "hold").
 2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
-   per-task retention (see `tokenlens.stats`) reaches the tolerance and the class has the
-   tasks the minimum-evidence rule asks for (`tokenlens.decision.evidence`).
+   per-task retention (skew-corrected t, see `tokenlens.stats`) reaches the tolerance
+   and the class has the tasks the minimum-evidence rule asks for
+   (`tokenlens.decision.evidence`).
    `mean` mode is the seed's rule: capped mean >= tolerance - floor.
 3. The walk (`tokenlens.decision.ladder`) goes from the gentlest arm and stops at the
    first failure; its choice is stored in the `chosen` column, so nothing downstream
@@ -68,13 +69,17 @@ class Curve:
     tolerance: float
     mode: Mode
     judge: str
-    interval_method: IntervalMethod = "cluster_t"
+    interval_method: IntervalMethod = "skew_t"
+    #: Classes of the grades table that have no row here (e.g. only second-pass
+    #: judgements): `decide` still lists them, unmeasurable, instead of dropping them.
+    empty_classes: tuple[str, ...] = ()
 
     def to_arrow(self) -> pa.Table:
         return pa.Table.from_pandas(self.table, schema=CURVE, preserve_index=False)
 
     def classes(self) -> list[str]:
-        return [c for c in dict.fromkeys(self.table["task_class"]) if c != ALL_CLASSES]
+        seen = [*self.table["task_class"], *self.empty_classes]
+        return [c for c in dict.fromkeys(seen) if c != ALL_CLASSES]
 
     def rows(self, task_class: str) -> pd.DataFrame:
         return self.table[self.table["task_class"] == task_class]
@@ -117,8 +122,11 @@ def _floor(grades: ClassGrades, df: pd.DataFrame, method: IntervalMethod, seed: 
     n = len(grades.tasks)
     counts = ctrl.counts(n)
     keep = counts > 0
+    # The floor's two-sided interval only decides measurability: the plain cluster t
+    # (the skew correction is for the arms' one-sided bounds, where harm is skewed).
+    floor_method: IntervalMethod = "cluster_t" if method == "skew_t" else method
     capped = ratio_estimate(
-        ctrl.per_task(ctrl.capped, n)[keep], counts[keep], method=method, seed=seed
+        ctrl.per_task(ctrl.capped, n)[keep], counts[keep], method=floor_method, seed=seed
     ).shifted(1.0, negate=True)
     split = _floor_split(df, capped.mean)
     return _Floor(
@@ -245,6 +253,7 @@ def _class_rows(
                 "certain": False,
                 "chosen": False,
                 "status": "control",
+                "bound_level": 0.975,  # each end of the floor's two-sided 95 % interval
             }
         )
 
@@ -297,6 +306,7 @@ def _class_rows(
                 "certain": bool(certain),
                 "chosen": False,
                 "status": "",
+                "bound_level": round(1.0 - alpha, 4),
             }
         )
         rungs.append(
@@ -324,7 +334,7 @@ def aggregate(
     mode: Mode = "interval",
     judge: str | None = None,
     seed: int = 0,
-    interval_method: IntervalMethod = "cluster_t",
+    interval_method: IntervalMethod = "skew_t",
     pooled: bool = True,
     alpha: float = ALPHA,
 ) -> Curve:
@@ -340,6 +350,8 @@ def aggregate(
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     if not 0.0 < tolerance <= 1.0:
         raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
+    if grades.empty:  # nothing was graded: every class (and the default) unmeasurable
+        return Curve(pd.DataFrame(columns=CURVE.names), tolerance, mode, judge or "")
     df, judge_name = pick_judge(prepare(grades), judge)
     kwargs: dict[str, Any] = {
         "tolerance": tolerance,
@@ -355,4 +367,5 @@ def aggregate(
     if pooled:  # the `default` entry; the simulation study skips it to save time
         rows.extend(_class_rows(df, ALL_CLASSES, **kwargs))
     table = pd.DataFrame(rows, columns=CURVE.names)
-    return Curve(table, tolerance, mode, judge_name, interval_method)
+    empty = tuple(sorted(set(df["task_class"].astype(str)) - set(table["task_class"])))
+    return Curve(table, tolerance, mode, judge_name, interval_method, empty)

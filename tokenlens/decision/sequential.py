@@ -44,6 +44,8 @@ MIN_TASKS_FOR_FUTILITY = 5
 #: One-sided error of the futility bound. Stopping a hopeless arm never makes an arm hold,
 #: so it spends none of the 5 %; it only costs power, at most this much per arm.
 FUTILITY_ALPHA = 0.05
+#: Walk statuses of an arm the ladder skips (it saved nothing, or no pair was graded).
+DEAD = ("no_savings", "not_measured")
 
 
 @dataclass(frozen=True, order=True)
@@ -92,7 +94,9 @@ class RoundSummary:
     round: int
     cells: int
     designs: dict[str, tuple[int, int]]  # class -> (tasks, repeats) sampled so far
-    statuses: dict[str, dict[str, str]]  # class -> arm -> held | failed | open | skipped
+    #: class -> arm -> held | failed | open | skipped (beyond a failure) | no_savings |
+    #: not_measured (skipped by the walk, as in the fixed design)
+    statuses: dict[str, dict[str, str]]
 
 
 @dataclass
@@ -223,7 +227,12 @@ def _settle_arms(
             continue
         row = rows.loc[arm]
         high = upper.get(arm)
-        if bool(row["passes"]):
+        if row["status"] in DEAD:
+            # The fixed design's walk skips an arm that saved nothing or had no graded
+            # pair; so does the loop, at its first look: more of it buys nothing, and a
+            # "failed" here would stop the ladder where the fixed design goes on.
+            state.settled[arm] = str(row["status"])
+        elif bool(row["passes"]):
             state.settled[arm] = "held"
         elif (
             int(row["n_tasks"]) >= MIN_TASKS_FOR_FUTILITY
@@ -232,8 +241,6 @@ def _settle_arms(
             and float(high) < settings.tolerance
         ) or state.last_look(arm):
             state.settled[arm] = "failed"
-        elif row["status"] in ("no_savings", "not_measured") and state.last_look(arm):
-            state.settled[arm] = "held"  # skipped by the walk; lets later arms be sampled
         else:
             state.looks[arm] = state.looks.get(arm, 0) + 1
         if state.settled.get(arm) == "failed":

@@ -17,7 +17,7 @@ from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.decision.curve import ALL_CLASSES, MAX_NOISE_FLOOR, Curve
 from tokenlens.decision.evidence import UNREACHABLE
 from tokenlens.decision.ladder import MIN_REDUCTION
-from tokenlens.formatting import arm_label, pct
+from tokenlens.formatting import arm_label, level_label, pct
 from tokenlens.policy import Interval, NoneCause, Policy, PolicyEntry
 
 EXIT_OK = 0
@@ -31,9 +31,9 @@ def _num(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _interval(low: Any, high: Any) -> Interval | None:
+def _interval(low: Any, high: Any, confidence: float | None = None) -> Interval | None:
     lo, hi = _num(low), _num(high)
-    return None if lo is None or hi is None else Interval(low=lo, high=hi)
+    return None if lo is None or hi is None else Interval(low=lo, high=hi, confidence=confidence)
 
 
 def _none(name: str, cause: NoneCause, reason: str, **numbers: Any) -> PolicyEntry:
@@ -44,13 +44,19 @@ def _needs(count: int) -> str:
     return "no finite number of" if count >= UNREACHABLE else f"≥ {count}"
 
 
+def _level(row: Any) -> float:
+    """One-sided confidence of the row's bounds (0.95 when the curve predates the column)."""
+    level = _num(row.get("bound_level")) if hasattr(row, "get") else None
+    return 0.95 if level is None else level
+
+
 def _reading(row: Any, mode: str) -> str:
     """What the rule read for an arm, with its error bar."""
     if mode == "mean":
         return f"kept {pct(row['retention_mean'])} against a {pct(row['bar'])} bar"
     return (
-        f"retention {pct(row['retention'])} (one-sided 95% bound {pct(row['retention_low'])}) "
-        f"over {int(row['n_tasks'])} tasks"
+        f"retention {pct(row['retention'])} (one-sided {level_label(_level(row))} bound "
+        f"{pct(row['retention_low'])}) over {int(row['n_tasks'])} tasks"
     )
 
 
@@ -108,6 +114,14 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
     if refused is not None:
         return _none(name, "unmeasurable", refused, **numbers)
     arms = rows[rows["arm"] != CONTROL]
+    if arms.empty:
+        return _none(
+            name,
+            "unmeasurable",
+            "unmeasurable — no arm has a row for this class (no compressed answer was "
+            "graded or even attempted), so nothing was measured",
+            **numbers,
+        )
     ignored = tuple(arms.loc[arms["status"] == "ignored", "arm"])
     unmeasured = list(arms.loc[arms["status"] == "not_measured", "arm"])
     walked = arms[~arms["status"].isin(["no_savings", "not_measured"])].sort_values("reduction")
@@ -197,7 +211,11 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
         rate=arm.rate,
         reduction_pct=100 * float(chosen["reduction"]),
         retention_mean=_num(retention),
-        retention_interval=_interval(chosen["retention_low"], chosen["retention_high"]),
+        retention_interval=_interval(
+            chosen["retention_low"],
+            chosen["retention_high"],
+            _level(chosen) if curve.mode == "interval" else None,
+        ),
         worst_case=_num(chosen["worst_case"]),
         reason=reason,
         ignored_arms=ignored,

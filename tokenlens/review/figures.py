@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokenlens.calibration.cells import PairCell
+from tokenlens.compress.arms import CONTROL
+from tokenlens.decision.curve import TASK_RATIO_CAP
+from tokenlens.decision.people import PeopleEstimate, pair_retention, people_corrected
 from tokenlens.review.agreement import (
     DecisionAgreement,
     Estimate,
@@ -81,6 +84,8 @@ class ReviewFigures:
     between_people: Estimate | None = None
     by_class: dict[str, Comparison] = field(default_factory=dict)
     control: ControlFloor | None = None
+    #: class -> arm -> retention as people would grade it (judge corrected by people)
+    corrected: dict[str, dict[str, PeopleEstimate]] = field(default_factory=dict)
 
 
 def _judge_pairs(grades: Iterable[GradeRow], judge: str) -> dict[str, Pair]:
@@ -198,6 +203,7 @@ def review_figures(
                 sample.judge, "people", subset, main, pooled, tolerance, seed
             )
         figures.control = _control_floor(cases, main, pooled)
+        figures.corrected = _corrected(cases, run_grades, sample.judge, main, pooled)
     figures.judges = [
         _compare(sample.judge, name, cases, main, judge_readings[name], tolerance, seed)
         for name in judge_names
@@ -206,6 +212,49 @@ def review_figures(
     if len(person_pairs) >= 2:
         figures.between_people = _between(cases, person_pairs, seed)
     return figures
+
+
+def _pair_kept(pair: Pair) -> float:
+    """comp / clear of one reading, capped as the rule caps a task's ratio (NaN if none)."""
+    clear, comp = pair
+    if clear is None or comp is None:
+        return math.nan
+    return float(pair_retention([comp], [clear], TASK_RATIO_CAP)[0])
+
+
+def _corrected(
+    cases: list[ReviewCase],
+    run_grades: list[GradeRow],
+    judge: str,
+    judge_pairs: dict[str, list[Pair]],
+    people: dict[str, list[Pair]],
+) -> dict[str, dict[str, PeopleEstimate]]:
+    """Per class and arm: the judge's retention over every pair, corrected by people's."""
+    every: dict[tuple[str, str], list[Pair]] = {}
+    for r in run_grades:
+        if r["judge"] == judge and (r.get("judge_pass") or 0) == 0 and not r["error"]:
+            every.setdefault((r["task_class"], r["arm"]), []).append(
+                (r["grade_clear"], r["grade_comp"])
+            )
+    reviewed: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for case in cases:
+        if case.is_control or case.case_id not in judge_pairs or case.case_id not in people:
+            continue
+        judged = _pair_kept(judge_pairs[case.case_id][0])
+        kept = [k for k in map(_pair_kept, people[case.case_id]) if np.isfinite(k)]
+        if np.isfinite(judged) and kept:
+            reviewed.setdefault((case.task_class, case.arm), []).append(
+                (float(judged), float(np.mean(kept)))
+            )
+    out: dict[str, dict[str, PeopleEstimate]] = {}
+    for (task_class, arm), pairs in sorted(reviewed.items()):
+        if arm == CONTROL:
+            continue
+        judge_all = np.array([_pair_kept(p) for p in every.get((task_class, arm), [])])
+        estimate = people_corrected(judge_all, [j for j, _ in pairs], [p for _, p in pairs])
+        if estimate is not None:
+            out.setdefault(task_class, {})[arm] = estimate
+    return out
 
 
 def _between(
@@ -274,4 +323,44 @@ def with_review_flags(policy: Policy, flags: dict[str, str]) -> Policy:
         else entry
         for name, entry in policy.classes.items()
     }
+    return policy.model_copy(update={"classes": classes})
+
+
+def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
+    """A copy of `policy` whose entries carry their arm's people-corrected retention.
+
+    The verdict stays the judge's (a handful of reviewed pairs gives a wide interval; it
+    informs, it does not overrule); the reason says when people put the arm below the
+    tolerance. Re-running replaces the figures and never repeats the sentence.
+    """
+    from tokenlens.formatting import pct
+    from tokenlens.policy import Interval
+
+    classes = {}
+    for name, entry in policy.classes.items():
+        arm = entry.arm
+        estimate = figures.corrected.get(name, {}).get(arm.key) if arm is not None else None
+        if estimate is None:
+            classes[name] = entry
+            continue
+        reason = entry.reason
+        if "People's grades" not in reason:
+            reason += (
+                f" People's grades put it at {pct(estimate.value)} (one-sided 95% bound "
+                f"{pct(estimate.low)}, {estimate.n_reviewed} reviewed pairs; the judge alone "
+                f"{pct(estimate.judge_value)} per pair)"
+            )
+            if estimate.low < policy.tolerance:
+                reason += ", below the tolerance: the judge may be too lenient here"
+            reason += "."
+        classes[name] = entry.model_copy(
+            update={
+                "people_retention": min(estimate.value, 1.0),
+                "people_interval": Interval(
+                    low=min(estimate.low, 1.0), high=min(estimate.high, 1.0), confidence=0.95
+                ),
+                "people_pairs": estimate.n_reviewed,
+                "reason": reason,
+            }
+        )
     return policy.model_copy(update={"classes": classes})

@@ -6,6 +6,7 @@ Here arms are named: the summary is read after reviewing, never shown on the rev
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from tokenlens.formatting import pct
 from tokenlens.review.figures import POOR_ALPHA, Comparison, ReviewFigures, poor_agreement
@@ -68,6 +69,19 @@ def summary_lines(figures: ReviewFigures) -> list[str]:
             f"  POOR = the whole 95 % interval is below {POOR_ALPHA} (Krippendorff's minimum "
             "for tentative conclusions)."
         )
+    if figures.corrected:
+        lines += [
+            "",
+            "Retention corrected by people's grades (PPI++: the judge on every pair, people",
+            "on the reviewed ones; one-sided 95 % bounds):",
+        ]
+        for task_class, arms in figures.corrected.items():
+            for arm, e in arms.items():
+                lines.append(
+                    f"  {task_class:<22} {arm:<16} judge {pct(e.judge_value)}, corrected "
+                    f"{pct(e.value)} [{pct(e.low)}, {pct(e.high)}] ({e.n_reviewed} reviewed "
+                    f"of {e.n_all} pairs)"
+                )
     return lines
 
 
@@ -98,3 +112,48 @@ def class_records(figures: ReviewFigures) -> list[dict[str, object]]:
 
 def _num(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 3)
+
+
+CORRECTED_HEADER = (
+    "class",
+    "arm",
+    "judge (per pair)",
+    "corrected by people",
+    "one-sided 95% bounds",
+    "reviewed / all pairs",
+    "judge's weight",
+)
+
+
+def corrected_rows(figures: ReviewFigures) -> list[list[str]]:
+    """One row per class and arm with a people-corrected retention."""
+    return [
+        [
+            task_class,
+            arm,
+            pct(e.judge_value),
+            pct(e.value),
+            f"{pct(e.low)}–{pct(e.high)}",
+            f"{e.n_reviewed} / {e.n_all}",
+            f"{e.weight:.2f}",
+        ]
+        for task_class, arms in figures.corrected.items()
+        for arm, e in arms.items()
+    ]
+
+
+def write_review_page(folder: Path, figures: ReviewFigures) -> Path:
+    """`review.html` beside the run's report: the review section of its report."""
+    from tokenlens.policy import atomic_write_text
+    from tokenlens.templating import render
+
+    page = render(
+        "review.html.j2",
+        run_id=figures.run_id,
+        corrected_header=CORRECTED_HEADER,
+        corrected_rows=corrected_rows(figures),
+        summary="\n".join(summary_lines(figures)),
+    )
+    path = folder / "review.html"
+    atomic_write_text(path, page)
+    return path

@@ -1,0 +1,228 @@
+"""The decision rule's instrument study: hard worlds x designs, fixed and sequential, paired.
+
+Each calibration draws two classes from one world at its full design (tasks x repeats):
+
+* a **borderline** class with one arm at true retention 0.94 against the 0.95 tolerance:
+  the share of calibrations that apply it (✓ or ?) is the *false application* (goal
+  <= 5 % at every design the minimum-evidence rule allows);
+* a **ladder** class, gentlest first: arms at 1.00, 0.99 and 0.97 (they hold the tolerance)
+  then 0.90. *Power* is the share of the good arms the published policy reaches (it
+  applies that arm or a stronger one); the *savings share* is the token reduction the
+  published arm achieves over what the oracle would take (the strongest arm whose true
+  retention holds: the 0.97 rung). An arm applied wrongly saves nothing here.
+
+The fixed design reads the whole draw; the sequential loop (`tokenlens.decision.sequential`)
+asks an oracle serving the same draw, so both see identical data where they overlap.
+Calls are counted as a run pays them (`simulate_sequential.calls_for_cells`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from tokenlens.decision import aggregate, decide
+from tokenlens.decision.sequential import ClassPlan, SequentialSettings, run_sequential
+from tokenlens.simulate import DEFAULT_SCENARIOS, Scenario, SimArm, simulate_grades
+from tokenlens.simulate_sequential import calls_for_cells, table_oracle
+
+TOLERANCE = 0.95
+#: The arm that must not be applied: one point below the tolerance.
+BORDERLINE = (SimArm("prune@0.6", 0.94, 0.30),)
+#: A ladder whose strongest holding rung (the oracle's choice) is the 0.97 arm.
+LADDER = (
+    SimArm("prune@0.9", 1.00, 0.10),
+    SimArm("prune@0.8", 0.99, 0.20),
+    SimArm("prune@0.7", 0.97, 0.30),
+    SimArm("prune@0.5", 0.90, 0.45),
+)
+
+_CONCENTRATED = DEFAULT_SCENARIOS[0]
+#: The hard worlds. `concentrated` is the issue's world; `noisy` the same with a judge
+#: three times as noisy; `concentrated-b` moves every harm and noise parameter (fewer
+#: hard tasks hurt five times as often, a coarser judge, more derails and missing rows)
+#: so the rule is not tuned to one world; `spread-noisy` is the older noisy-judge world
+#: (every task loses a little).
+WORLDS: dict[str, Scenario] = {
+    "concentrated": _CONCENTRATED,
+    "noisy": replace(_CONCENTRATED, judge_sd=7.0, sampling_sd=6.0),
+    "concentrated-b": replace(
+        _CONCENTRATED,
+        hard_share=0.25,
+        hurt_ratio=5.0,
+        task_loss=(0.2, 0.5),
+        judge_sd=3.0,
+        grade_step=10,
+        derail=0.03,
+        missing_rate=0.03,
+    ),
+    "spread-noisy": DEFAULT_SCENARIOS[2],
+}
+#: Designs the minimum-evidence rule allows a ? at (>= 20 tasks at a 95 % tolerance).
+DESIGNS: tuple[tuple[int, int], ...] = ((20, 1), (20, 3), (40, 1), (40, 3))
+DESIGN_NAMES = ("fixed", "sequential")
+
+
+def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a binomial share (nan, nan) with no trials."""
+    if trials <= 0:
+        return math.nan, math.nan
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    half /= 1 + z * z / trials
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class CellTally:
+    """One world x design x (fixed | sequential)."""
+
+    world: str
+    tasks: int
+    repeats: int
+    design: str
+    runs: int = 0
+    false_applied: int = 0
+    good: int = 0
+    held: int = 0
+    #: Good arms that clear the rule on their own (`passes`; fixed design only): the
+    #: issue's per-arm power, blind to the walk.
+    alone_held: int = 0
+    savings: float = 0.0
+    oracle_savings: float = 0.0
+    calls: int = 0
+
+    @property
+    def false_rate(self) -> float:
+        return self.false_applied / self.runs if self.runs else math.nan
+
+    @property
+    def false_ci(self) -> tuple[float, float]:
+        return wilson(self.false_applied, self.runs)
+
+    @property
+    def power(self) -> float:
+        return self.held / self.good if self.good else math.nan
+
+    @property
+    def alone_power(self) -> float:
+        return self.alone_held / self.good if self.good and self.design == "fixed" else math.nan
+
+    @property
+    def savings_share(self) -> float:
+        return self.savings / self.oracle_savings if self.oracle_savings else math.nan
+
+    @property
+    def calls_per_run(self) -> float:
+        return self.calls / self.runs if self.runs else math.nan
+
+    def add(self, other: CellTally) -> None:
+        names = ("runs", "false_applied", "good", "held", "alone_held", "savings", "oracle_savings")
+        for name in names:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.calls += other.calls
+
+
+def _chosen(curve_table: pd.DataFrame, task_class: str) -> str | None:
+    from tokenlens.decision import Curve
+
+    curve = Curve(curve_table, TOLERANCE, "interval", "sim-judge")
+    entry = decide(curve, calibration_id="simulation", model="sim").classes.get(task_class)
+    return None if entry is None or entry.arm is None else entry.arm.key
+
+
+def _decisions(
+    table: pd.DataFrame, arms: Sequence[SimArm], task_class: str, repeats: int
+) -> tuple[dict[str, tuple[str | None, int]], set[str]]:
+    """Fixed and sequential: the published arm and the calls paid, on one draw; and the
+    arms that pass on their own in the fixed design."""
+    fixed = aggregate(table, tolerance=TOLERANCE, pooled=False)
+    rows = fixed.rows(task_class)
+    passing = set(rows.loc[rows["passes"].astype(bool), "arm"])
+    ladder = tuple(a.key for a in sorted(arms, key=lambda a: a.reduction))
+    plan = ClassPlan(task_class, tuple(sorted(set(table["task_id"]))), ladder)
+    settings = SequentialSettings(tolerance=TOLERANCE, max_repeats=repeats)
+    seq = run_sequential([plan], table_oracle(table), settings)
+    return {
+        "fixed": (_chosen(fixed.table, task_class), calls_for_cells(table)),
+        "sequential": (_chosen(seq.curve.table, task_class), calls_for_cells(seq.grades)),
+    }, passing
+
+
+def run_cell(
+    world_name: str, world: Scenario, tasks: int, repeats: int, *, runs: int, seed: int
+) -> list[CellTally]:
+    """`runs` paired calibrations of one world at one design."""
+    rng = np.random.default_rng([seed, tasks, repeats, sum(map(ord, world_name))])
+    tallies = {d: CellTally(world_name, tasks, repeats, d) for d in DESIGN_NAMES}
+    base = replace(world, n_tasks=tasks, replicates=repeats, tolerance=TOLERANCE)
+    truth = {a.key: a for a in LADDER}
+    order = [a.key for a in sorted(LADDER, key=lambda a: a.reduction)]
+    oracle = max(a.reduction for a in LADDER if a.true_retention >= TOLERANCE)
+    for _ in range(runs):
+        border = simulate_grades(replace(base, arms=BORDERLINE), rng, task_class="border")
+        ladder = simulate_grades(replace(base, arms=LADDER), rng, task_class="ladder")
+        border_out, _ = _decisions(border, BORDERLINE, "border", repeats)
+        ladder_out, passing = _decisions(ladder, LADDER, "ladder", repeats)
+        for design, tally in tallies.items():
+            chosen_border, border_calls = border_out[design]
+            chosen, ladder_calls = ladder_out[design]
+            tally.runs += 1
+            tally.calls += border_calls + ladder_calls
+            tally.false_applied += int(chosen_border is not None)
+            reached = order.index(chosen) if chosen is not None else -1
+            for i, key in enumerate(order):
+                if truth[key].true_retention >= TOLERANCE + 0.02 - 1e-9:
+                    tally.good += 1
+                    tally.held += int(reached >= i)
+                    tally.alone_held += int(key in passing)
+            tally.oracle_savings += oracle
+            if chosen is not None and truth[chosen].true_retention >= TOLERANCE:
+                tally.savings += truth[chosen].reduction
+    return list(tallies.values())
+
+
+@dataclass
+class Study:
+    tallies: list[CellTally] = field(default_factory=list)
+
+    def cell(self, world: str, tasks: int, repeats: int, design: str) -> CellTally:
+        total = CellTally(world, tasks, repeats, design)
+        for t in self.tallies:
+            if (t.world, t.tasks, t.repeats, t.design) == (world, tasks, repeats, design):
+                total.add(t)
+        return total
+
+
+def run_study(
+    worlds: dict[str, Scenario],
+    designs: Sequence[tuple[int, int]],
+    runs_for: dict[tuple[int, int], int],
+    *,
+    seed: int,
+    processes: int = 1,
+) -> Study:
+    """Every world x design; `runs_for[design]` calibrations each (in `processes`)."""
+    jobs = [
+        (name, world, n, r, runs_for[(n, r)], seed)
+        for name, world in worlds.items()
+        for n, r in designs
+    ]
+    if processes > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(processes) as pool:
+            parts = list(pool.map(_job, jobs))
+    else:
+        parts = [_job(job) for job in jobs]
+    return Study([t for part in parts for t in part])
+
+
+def _job(job: tuple[str, Scenario, int, int, int, int]) -> list[CellTally]:
+    name, world, n, r, runs, seed = job
+    return run_cell(name, world, n, r, runs=runs, seed=seed)
