@@ -3,6 +3,9 @@ shorter leases, datasheets and calls for proposals.
 
 Every document is assembled from seeded tables; one row or clause answers the question,
 and the reference is read from the same table, so it is the one correct answer.
+
+Why one module past 400 lines: most of it is the written material (phrases, clauses,
+turns of talk) the documents are assembled from, kept beside the one generator that uses it.
 """
 
 from __future__ import annotations

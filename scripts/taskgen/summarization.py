@@ -3,6 +3,9 @@
 Each context carries a handful of planted facts (decisions, owners, dates, counts) in a lot
 of talk; the reference summary is written from those facts, so it is the one correct
 content a summary must carry.
+
+Why one module past 400 lines: most of it is the written material (phrases, clauses,
+turns of talk) the documents are assembled from, kept beside the one generator that uses it.
 """
 
 from __future__ import annotations
