@@ -265,7 +265,11 @@ def test_greedy_and_json_schema_calls_match_through_the_prompt_cache() -> None:
     )
     uncached = LocalClient(prompt_cache_bytes=0).complete(base)
     cached = LocalClient()
-    first, second = cached.complete(base), cached.complete(base)
+    # Another max_tokens: the same prompt state, but not a greedy twin (`complete`).
+    first, second = (
+        cached.complete(base),
+        cached.complete(base.model_copy(update={"max_tokens": 299})),
+    )
     assert cached.cache_hits == 1
     assert first.parsed is not None
     jsonschema.validate(first.parsed, JUDGE_LIKE_SCHEMA)
@@ -341,3 +345,35 @@ def test_two_copies_answer_at_once_and_a_seed_gives_the_same_text_on_either() ->
     assert results == expected
     assert two.pool().copies == 2  # the concurrent calls used a second copy
     assert (two.cache_hits, two.cache_misses) == (2, 1)  # the prompt was evaluated once
+
+
+@pytest.mark.slow
+def test_a_greedy_twin_is_answered_without_generating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control arm asks the cleartext twice: greedy, the second answer is the first's
+    (seed aside, the same request), also when both are asked at once; sampled, each is
+    generated."""
+    client = LocalClient()
+    seeds: list[int] = []
+    real = client._generate
+
+    def counting(*args: Any) -> dict[str, Any]:
+        seeds.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(client, "_generate", counting)
+    greedy = [short_request(seed).model_copy(update={"temperature": 0.0}) for seed in (1, 2, 3)]
+    texts: list[str] = []
+    threads = [
+        threading.Thread(target=lambda r=r: texts.append(text_of(client, r))) for r in greedy[:2]
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    texts.append(text_of(client, greedy[2]))
+    assert len(seeds) == 1 and len(set(texts)) == 1 and len(texts) == 3
+    uncached = LocalClient(prompt_cache_bytes=0)
+    assert text_of(uncached, greedy[1]) == texts[0]  # what generating it would have given
+    text_of(client, short_request(1))
+    text_of(client, short_request(2))
+    assert len(seeds) == 3  # sampled: each seed generates

@@ -54,6 +54,7 @@ import json
 import os
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,9 @@ BRIEF_ANSWER_INSTRUCTION = "Answer in at most three sentences."
 #: seeds: 14 of 18 answers ended by themselves; on 4 of those tasks without the penalty,
 #: 4 of 12 (twice the tokens did not help: the answers that ran on were loops).
 ANSWER_REPEAT_PENALTY = 1.3
+#: Greedy answers a client remembers for their twins (`LocalClient.complete`); a
+#: Completion is a few KB, and a run asks a prompt's twins close together.
+GREEDY_MEMO_ENTRIES = 4096
 #: Seed offset between retry attempts (a prime, so derived seeds do not collide soon).
 _RETRY_SEED_STEP = 1_000_003
 #: Grammar bound on strings with no maxLength: a tiny model under a grammar otherwise
@@ -304,6 +308,10 @@ class LocalClient:
         self.cache_hits = 0
         self.cache_misses = 0
         self._count_lock = threading.Lock()
+        #: Greedy answers by request without its seed (`complete`): a Completion, the
+        #: TruncatedOutputError it ended in, or None (not shareable); oldest dropped first.
+        self._greedy: dict[str, Future[Completion | TruncatedOutputError | None]] = {}
+        self._greedy_lock = threading.Lock()
 
     @property
     def banner(self) -> str:
@@ -314,7 +322,50 @@ class LocalClient:
         return _load(self.model_path, self.n_ctx, self.n_threads, self.copies)
 
     def complete(self, request: CompletionRequest) -> Completion:
-        """Generate one answer (seeded; see module docstring)."""
+        """Generate one answer (seeded; see module docstring).
+
+        A greedy request (temperature 0) whose twin, the same request with another seed,
+        was answered at the first attempt gets that answer (or its cut-off) without
+        generating: greedy decoding ignores the seed, so it is the text generation would
+        give. The control arm asks the cleartext twice, so an offline run (greedy by
+        default) saves a third of its answers. A retried answer depends on its seed
+        (`RETRY_TEMPERATURE`) and is never shared.
+        """
+        if request.temperature != 0.0:
+            return self._complete(request)[0]
+        key = request.model_dump_json(exclude={"seed"})
+        with self._greedy_lock:
+            known = self._greedy.get(key)
+            if known is None:
+                known = self._greedy[key] = Future()
+                while len(self._greedy) > GREEDY_MEMO_ENTRIES:
+                    del self._greedy[next(iter(self._greedy))]
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            shared = known.result()
+            if isinstance(shared, Completion):
+                return shared
+            if isinstance(shared, TruncatedOutputError):
+                raise TruncatedOutputError(str(shared), shared.completion)
+            return self._complete(request)[0]  # the twin failed or was retried
+        try:
+            completion, attempts = self._complete(request)
+        except TruncatedOutputError as exc:
+            known.set_result(exc)  # deterministic: the twin is cut off at the same token
+            raise
+        except BaseException:
+            known.set_result(None)
+            with self._greedy_lock:
+                if self._greedy.get(key) is known:
+                    del self._greedy[key]
+            raise
+        known.set_result(completion if attempts == 1 else None)
+        return completion
+
+    def _complete(self, request: CompletionRequest) -> tuple[Completion, int]:
+        """One answer under the retry policy, and how many attempts it took."""
         pool = self.pool()
         messages = chat_messages(request)
         attempts = 0
@@ -345,7 +396,8 @@ class LocalClient:
                 ) from exc
             return self._completion(result, request, time.perf_counter() - started)
 
-        return call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
+        done = call_with_retries(attempt, policy=self.retry, what=f"local model ({self.model})")
+        return done, attempts
 
     def _generate(
         self,
