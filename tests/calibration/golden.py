@@ -4,7 +4,10 @@ same seed (timings, run ids, dates, paths), for the golden test of the stages.
 Kept free of the stages' API so the golden file can be made from an older tree with it
 (`PYTHONPATH=TREE python tests/calibration/golden.py OUT.json`: it drives whichever stage
 functions the tree has). `data/golden_run.json` was made so from main before the stream
-replaced the barrier between sampling and judging (2026-12-02, commit f311945)."""
+replaced the barrier between sampling and judging (2026-12-02, commit f311945). Its
+`curve` and `policy` entries were made again from main after the decision rule's bound
+became skew-corrected (issue 25, merge a2bd5b5): they are computed from the grades, and
+the tasks, compressions, answers and grades are still the ones made before the stream."""
 
 from __future__ import annotations
 

@@ -28,17 +28,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 import s3fs
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
-    FlowRunFilterState,
-    FlowRunFilterStateType,
     FlowRunFilterTags,
 )
-from prefect.client.schemas.objects import StateType
 
 from flows.calibrate import calibrate, flow_parameters
 from tokenlens.calibration.call_limits import existing_limits, limit_name
@@ -87,6 +85,18 @@ def workers(
     finally:
         for worker in started:
             kill_tree(worker)
+
+
+def flow_run_id_of(pid: int) -> str | None:
+    """The flow run a worker's flow-run process runs (its PREFECT__FLOW_RUN_ID)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for entry in environ:
+        if entry.startswith(b"PREFECT__FLOW_RUN_ID="):
+            return entry.split(b"=", 1)[1].decode()
+    return None
 
 
 def sharded(config: Any, **options: Any) -> CalibrationResult:
@@ -176,25 +186,27 @@ def test_a_shard_lost_with_its_worker_is_resubmitted_and_pays_nothing_twice(
     assert not existing_limits([config.model])  # shards run unlimited, and do not wait
     killed: dict[str, Any] = {}
 
-    def both_shards_alive() -> bool:
-        """Both shard flow runs are Running and the server has a heartbeat of each (a shard
-        killed before its first heartbeat is waited for, never judged lost: fanout.py)."""
+    def alive_shard_worker(busy: list[subprocess.Popen[bytes]]) -> Any:
+        """A busy worker whose shard the server has a heartbeat of (a shard killed before
+        its first heartbeat is waited for, never judged lost: fanout.py), or None."""
         with get_client(sync_client=True) as client:
-            running = client.read_flow_runs(
-                flow_run_filter=FlowRunFilter(
-                    tags=FlowRunFilterTags(all_=["calibration-shard"]),
-                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
-                )
-            )
-            return len(running) == 2 and all(_last_heartbeat(client, r.id) for r in running)
+            for worker in busy:
+                for pid in flow_run_processes(worker.pid):
+                    run_id = flow_run_id_of(pid)
+                    if run_id and _last_heartbeat(client, UUID(run_id)) is not None:
+                        return worker
+        return None
 
     def kill_a_worker_mid_shard() -> None:
-        """Once both shards run and calls were made, SIGKILL one worker and its shard."""
+        """Once both shards run, calls were made and one shard sent a heartbeat, SIGKILL
+        that shard's worker and the shard with it."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             busy = [w for w in workers if flow_run_processes(w.pid)]
-            if len(busy) == 2 and len(answer_calls(anthropic)) >= 8 and both_shards_alive():
-                victim = busy[0]
+            victim = None
+            if len(busy) == 2 and len(answer_calls(anthropic)) >= 8:
+                victim = alive_shard_worker(busy)
+            if victim is not None:
                 tree = [victim.pid, *descendants(victim.pid)]
                 for pid in tree:
                     os.kill(pid, signal.SIGKILL)
@@ -286,7 +298,6 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
 
 def _running_shards(count: int) -> list[Any]:
     """The newest `count` shard flow runs, once all of them are Running."""
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
     from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
