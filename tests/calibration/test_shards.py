@@ -181,31 +181,45 @@ def test_a_shard_lost_with_its_worker_is_resubmitted_and_pays_nothing_twice(
     workers: list[subprocess.Popen[bytes]], anthropic: FakeAnthropic, make_config: Any
 ) -> None:
     anthropic.configure(latency_s=LATENCY)
-    config = in_bucket(make_config, repeats=2, concurrency=2)
+    # One call at a time: each shard has ~5 s of paying, so the younger one is mid-way at the kill.
+    config = in_bucket(make_config, repeats=2, concurrency=1)
     ledger = f"{config.store}/ledger"
     assert not existing_limits([config.model])  # shards run unlimited, and do not wait
     killed: dict[str, Any] = {}
 
-    def alive_shard_worker(busy: list[subprocess.Popen[bytes]]) -> Any:
-        """A busy worker whose shard the server has a heartbeat of (a shard killed before
-        its first heartbeat is waited for, never judged lost: fanout.py), or None."""
+    first_seen: dict[int, float] = {}
+
+    def youngest_live_shard(busy: list[subprocess.Popen[bytes]]) -> Any:
+        """The busy worker whose shard started last (the most work left, so it cannot
+        finish in the moment before the kill), once that shard has run a second and the
+        server has its heartbeat (a shard killed before its first heartbeat is waited for,
+        never judged lost: fanout.py); or None."""
+        now = time.monotonic()
+        shard_of = {}
+        for worker in busy:
+            for pid in flow_run_processes(worker.pid):
+                first_seen.setdefault(pid, now)
+                shard_of[worker.pid] = pid
+        if len(shard_of) < 2:
+            return None
+        worker_pid, pid = max(shard_of.items(), key=lambda item: first_seen[item[1]])
+        run_id = flow_run_id_of(pid)
+        if now - first_seen[pid] < 1.0 or run_id is None:
+            return None
         with get_client(sync_client=True) as client:
-            for worker in busy:
-                for pid in flow_run_processes(worker.pid):
-                    run_id = flow_run_id_of(pid)
-                    if run_id and _last_heartbeat(client, UUID(run_id)) is not None:
-                        return worker
-        return None
+            if _last_heartbeat(client, UUID(run_id)) is None:
+                return None
+        return next(w for w in busy if w.pid == worker_pid)
 
     def kill_a_worker_mid_shard() -> None:
-        """Once both shards run, calls were made and one shard sent a heartbeat, SIGKILL
-        that shard's worker and the shard with it."""
+        """Once both shards run and calls were made, SIGKILL the worker of the younger
+        shard, and the shard with it."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             busy = [w for w in workers if flow_run_processes(w.pid)]
             victim = None
             if len(busy) == 2 and len(answer_calls(anthropic)) >= 8:
-                victim = alive_shard_worker(busy)
+                victim = youngest_live_shard(busy)
             if victim is not None:
                 tree = [victim.pid, *descendants(victim.pid)]
                 for pid in tree:

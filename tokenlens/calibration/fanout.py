@@ -360,18 +360,25 @@ def _last_heartbeat(client: Any, run_id: UUID) -> datetime | None:
 
 
 def _shard_result(client: Any, run_id: UUID) -> dict[str, Any] | None:
-    """The `ShardResult` the shard recorded in its artifact (None if there is none)."""
+    """The `ShardResult` the shard's last attempt recorded in its artifact (None if none).
+
+    A resubmitted shard has one artifact per attempt that got that far (an attempt killed
+    after recording but before its state reached the server): the newest is the one that
+    finished.
+    """
     from prefect.client.schemas.filters import (
         ArtifactFilter,
         ArtifactFilterFlowRunId,
         ArtifactFilterKey,
     )
+    from prefect.client.schemas.sorting import ArtifactSort
 
     artifacts = client.read_artifacts(
         artifact_filter=ArtifactFilter(
             flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
             key=ArtifactFilterKey(any_=[KEY_SHARD]),
-        )
+        ),
+        sort=ArtifactSort.CREATED_DESC,
     )
     for artifact in artifacts:
         data = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
