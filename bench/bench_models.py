@@ -6,6 +6,7 @@ Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
     .venv/bin/python bench/bench_models.py [--calls 40] [--skip-local] [--cache-seeds 3] [--quick]
     .venv/bin/python bench/bench_models.py --only-prompt-cache   # the local prompt cache alone
     .venv/bin/python bench/bench_models.py --compare smollm2,gemma3-270m [--per-class 3]
+    .venv/bin/python bench/bench_models.py --formats f16,q8_0 [--tasks 12]
 
 `--compare` answers the `--per-class` shortest tasks of every class of the starter set
 with each bundled model, the way the offline run asks (brief-answer instruction, greedy,
@@ -224,12 +225,34 @@ MODEL_PACKAGES = {
 }
 
 
-def compare_models(names: list[str], per_class: int, copies: int) -> None:
+def answer_tasks(client: Any, tasks: list[Any], copies: int) -> tuple[list[Any], float]:
+    """Each task answered the way the offline run asks (brief, greedy, 192-token cap):
+    (class, reference-metric grade, ended by itself, text) per task, and the wall time."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tokenlens.calibration.cells import sample_seed
     from tokenlens.metric import score
-    from tokenlens.models.local import LocalClient, brief_answer
+    from tokenlens.models.local import brief_answer
+
+    def answer(task: Any) -> tuple[str, float, bool, str]:
+        body = brief_answer(task.to_request(model=client.model, max_tokens=192))
+        req = CompletionRequest.from_body(
+            body, max_tokens=192, temperature=0.0, seed=sample_seed(0, 0, 0)
+        )
+        try:
+            text = client.complete(req).text
+            return task.task_class, score(text, task.reference), True, text
+        except TruncatedOutputError:
+            return task.task_class, 0.0, False, ""
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(copies) as pool:
+        results = list(pool.map(answer, tasks))
+    return results, time.perf_counter() - started
+
+
+def compare_models(names: list[str], per_class: int, copies: int) -> None:
+    from tokenlens.models.local import LocalClient
     from tokenlens.tasks import load_tasks, select_tasks
 
     tasks = select_tasks(load_tasks(), max_per_class=per_class, shortest_first=True)
@@ -244,28 +267,14 @@ def compare_models(names: list[str], per_class: int, copies: int) -> None:
         client.pool()
         load_s = time.perf_counter() - started  # includes joining a chunked model
         size_mb = folder_mb(folder)
-
-        def answer(task: Any, client: Any = client) -> tuple[str, float, bool]:
-            body = brief_answer(task.to_request(model=client.model, max_tokens=192))
-            req = CompletionRequest.from_body(
-                body, max_tokens=192, temperature=0.0, seed=sample_seed(0, 0, 0)
-            )
-            try:
-                return task.task_class, score(client.complete(req).text, task.reference), True
-            except TruncatedOutputError:
-                return task.task_class, 0.0, False
-
         load_before = os.getloadavg()[0]
-        started = time.perf_counter()
-        with ThreadPoolExecutor(copies) as pool:
-            results = list(pool.map(answer, tasks))
-        wall = time.perf_counter() - started
-        graded = [grade for _, grade, ended in results if ended]
+        results, wall = answer_tasks(client, tasks, copies)
+        graded = [grade for _, grade, ended, _ in results if ended]
         ended = len(graded) / len(results)
         median = statistics.median(graded) if graded else float("nan")
         by_class = {
-            c: statistics.median([g for k, g, e in results if k == c and e] or [float("nan")])
-            for c in dict.fromkeys(k for k, _, _ in results)
+            c: statistics.median([g for k, g, e, _ in results if k == c and e] or [float("nan")])
+            for c in dict.fromkeys(k for k, _, _, _ in results)
         }
         load = (load_before + os.getloadavg()[0]) / 2
         table.append((name, median, ended, len(results) / wall, size_mb, install_s, load_s, load))
@@ -288,6 +297,47 @@ def compare_models(names: list[str], per_class: int, copies: int) -> None:
     print("(install size: packages plus a joined chunked model; delete the bench-* folders)")
 
 
+def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
+    """The default model's weights as shipped beside copies in other formats
+    (`tokenlens.models.weights`), on the offline run's own scope: its class's shortest
+    tasks. Prints answers/s and how many answers are word for word the shipped file's."""
+    from tokenlens.config import OFFLINE_CLASS
+    from tokenlens.models.local import LocalClient, default_model_path
+    from tokenlens.models.weights import in_format
+    from tokenlens.tasks import load_tasks, select_tasks
+
+    shipped = default_model_path()
+    tasks = select_tasks(
+        load_tasks(classes=[OFFLINE_CLASS]), max_per_class=tasks_count, shortest_first=True
+    )
+    print(f"{len(tasks)} shortest {OFFLINE_CLASS} tasks, copies={copies}, greedy, 192-token cap")
+    rows, first = [], None
+    for fmt in ["shipped", *formats]:
+        path = shipped if fmt == "shipped" else in_format(shipped, fmt)
+        client = LocalClient(str(path), copies=copies, prompt_cache_bytes=0)
+        client.pool()
+        load_before = os.getloadavg()[0]
+        results, wall = answer_tasks(client, tasks, copies)
+        texts = [text for _, _, _, text in results]
+        first = first or texts
+        same = sum(a == b for a, b in zip(texts, first, strict=True))
+        load = (load_before + os.getloadavg()[0]) / 2
+        size = path.stat().st_size / 1e6
+        graded = [grade for _, grade, ended, _ in results if ended]
+        median = statistics.median(graded) if graded else float("nan")
+        rows.append((fmt, len(tasks) / wall, same, median, len(graded), size, load))
+        print(f"{fmt}: {len(tasks) / wall:.3f} answers/s ({wall:.0f} s), {same}/{len(tasks)} "
+              f"answers as shipped, median grade {median:.1f}, ended {len(graded)}, "
+              f"{size:.0f} MB, load avg {load:.1f}", flush=True)  # fmt: skip
+    base, n = rows[0][1], len(tasks)
+    print("\n| weights | answers/s | vs shipped | same text as shipped | median grade "
+          "| ended by themselves | file | load avg |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for fmt, rate, same, median, ended, size, load in rows:
+        print(f"| {fmt} | {rate:.3f} | {rate / base:.2f}x | {same}/{n} | {median:.1f} | "
+              f"{ended}/{n} | {size:.0f} MB | {load:.1f} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=40)
@@ -296,11 +346,16 @@ def main() -> None:
     parser.add_argument("--only-prompt-cache", action="store_true")
     parser.add_argument("--compare", default=None, help="bundled models, comma-separated")
     parser.add_argument("--per-class", type=int, default=3)
+    parser.add_argument("--formats", default=None, help="weight formats, e.g. f16,q8_0")
+    parser.add_argument("--tasks", type=int, default=12, help="tasks for --formats")
     parser.add_argument("--copies", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
     args = parser.parse_args()
     if args.quick:  # the loopback rows only: the local model's take minutes on 2 cores
         args.calls, args.skip_local = 6, True
+    if args.formats:
+        compare_formats(args.formats.split(","), args.tasks, args.copies)
+        return
     if args.compare:
         compare_models(args.compare.split(","), args.per_class, args.copies)
         return

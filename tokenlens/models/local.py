@@ -31,6 +31,11 @@ batched logits, a hit from re-evaluated ones: a seed would not repeat), and its 
 counts the KV bytes but not the logits array every saved state copies. `LlamaDiskCache`
 drops an entry when it is read.
 
+A bundled model may be run in another weight format than it ships in (`BundledModel.run_as`:
+the default's Q4_1 has no fast prompt kernel on x86, `tokenlens.models.weights`). Its
+answers then differ from the shipped file's, so the format is part of the model's name
+(`model_name`, e.g. `SmolLM2-135M-Instruct.Q4_1+f16`), hence of every ledger key.
+
 Structured output uses llama.cpp's JSON-schema grammar (`response_format` with a schema),
 with unbounded strings capped (`GRAMMAR_MAX_STRING`) so the object always closes; the
 reply is still parsed and validated against the original schema. A retry after an invalid
@@ -69,6 +74,7 @@ from tokenlens.models.retry import (
     call_with_retries,
 )
 from tokenlens.models.structured import parse_structured
+from tokenlens.models.weights import in_format
 
 __all__ = [
     "ANSWER_REPEAT_PENALTY",
@@ -80,6 +86,7 @@ __all__ = [
     "PromptStateCache",
     "brief_answer",
     "default_model_path",
+    "model_name",
     "resolve_model_path",
 ]
 
@@ -140,6 +147,21 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
             "existing GGUF file"
         )
     return path.resolve()
+
+
+def run_format_for(path: Path) -> str | None:
+    """The weight format a bundled file is run in (None: as shipped)."""
+    for model in BUNDLED.values():
+        if path.name.endswith(model.file):
+            return model.run_as
+    return None
+
+
+def model_name(path: Path) -> str:
+    """The model's name in calls, ledger keys and reports: the file's, plus the format it
+    is run in when that is not the shipped one."""
+    fmt = run_format_for(path)
+    return path.name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")
 
 
 def chat_format_for(path: Path) -> str | None:
@@ -297,7 +319,7 @@ class LocalClient:
         prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     ) -> None:
         self.model_path = resolve_model_path(model)
-        self.model = self.model_path.name.removesuffix(".gguf")
+        self.model = model_name(self.model_path)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.copies = copies or default_copies(self.n_threads)
@@ -318,8 +340,11 @@ class LocalClient:
         return OFFLINE_BANNER.format(model=self.model)
 
     def pool(self) -> ModelPool:
-        """The loaded copies of this client's model (loaded on first use)."""
-        return _load(self.model_path, self.n_ctx, self.n_threads, self.copies)
+        """The loaded copies of this client's model (loaded on first use, from a copy of
+        its weights in the format it is run in when that is not the shipped one)."""
+        fmt = run_format_for(self.model_path)
+        path = in_format(self.model_path, fmt) if fmt else self.model_path
+        return _load(path, self.n_ctx, self.n_threads, self.copies)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Generate one answer (seeded; see module docstring).
