@@ -249,7 +249,9 @@ def test_same_seed_gives_the_same_text_with_or_without_a_cache_hit() -> None:
 
 
 @pytest.mark.slow
-def test_greedy_and_json_schema_calls_match_through_the_prompt_cache() -> None:
+def test_greedy_and_json_schema_calls_match_and_skip_the_prompt_cache() -> None:
+    """A greedy call is generated from the batched evaluation, cache or no cache, and never
+    from what the copy evaluated before (a longer prompt sharing its start comes first)."""
     base = CompletionRequest(
         model="smollm2",
         messages=(
@@ -264,13 +266,15 @@ def test_greedy_and_json_schema_calls_match_through_the_prompt_cache() -> None:
         json_schema=JUDGE_LIKE_SCHEMA,
     )
     uncached = LocalClient(prompt_cache_bytes=0).complete(base)
-    cached = LocalClient()
-    # Another max_tokens: the same prompt state, but not a greedy twin (`complete`).
+    cached = LocalClient(copies=1)
+    longer = Message(role="user", content=f"{base.messages[0].content} Be strict.")
+    cached.complete(base.model_copy(update={"messages": (longer,)}))
+    # Another max_tokens: the same prompt, but not a greedy twin (`complete`).
     first, second = (
         cached.complete(base),
         cached.complete(base.model_copy(update={"max_tokens": 299})),
     )
-    assert cached.cache_hits == 1
+    assert (cached.cache_hits, cached.cache_misses) == (0, 0)
     assert first.parsed is not None
     jsonschema.validate(first.parsed, JUDGE_LIKE_SCHEMA)
     assert uncached.text == first.text == second.text
