@@ -13,6 +13,7 @@ The flow's parameters are `CalibrateParams`'s fields, one top-level parameter ea
 
 from __future__ import annotations
 
+import contextvars
 import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -362,9 +363,14 @@ class _SideWork:
 
 
 def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """`fn(*args)` on a thread of its own; the flow goes on (and reads the future later)."""
+    """`fn(*args)` on a thread of its own; the flow goes on (and reads the future later).
+
+    It runs in a copy of the caller's context: Prefect keeps its settings (the temporary
+    server's URL) and the run context in context variables, and a thread without them
+    logging to the run started a second temporary server of its own.
+    """
     side = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"side-{fn.__name__}")
-    future = side.submit(fn, *args)
+    future = side.submit(contextvars.copy_context().run, fn, *args)
     side.shutdown(wait=False)
     return future
 
