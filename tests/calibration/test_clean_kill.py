@@ -112,6 +112,11 @@ def test_sigkill_leaves_no_server_and_the_next_run_marks_the_flow_run_crashed(
     )  # fmt: skip
     assert resumed.returncode in (0, 4), resumed.stderr
     assert f"flow run {killed.flow_run_id} marked Crashed" in resumed.stderr
+    # One temporary server, ours: no thread of the run booted Prefect's own (its log and
+    # event workers see our server too), and nothing queued was left to retry at exit.
+    output = resumed.stdout + resumed.stderr
+    for symptom in ("Starting temporary server", "Unable to connect", "Error logging to API"):
+        assert symptom not in output, output[-3000:]
     [run] = list_runs(config.store)
     assert run.run_id == killed.run_id and run.status == "finished"
     assert run.flow_run_id != killed.flow_run_id  # the resume is a flow run of its own

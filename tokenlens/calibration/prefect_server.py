@@ -147,11 +147,29 @@ class PrefectApi:
             self._process, self._url = spawn_server()
         wait = self._timeout_s or float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         wait_for_server(self._process, self._url, wait)
-        with temporary_settings(updates={PREFECT_API_URL: self._url}):
+        with temporary_settings(updates={PREFECT_API_URL: self._url}), _for_every_thread():
             try:
                 yield self._url
             finally:
                 _flush_api_logs()
+
+
+@contextlib.contextmanager
+def _for_every_thread() -> Iterator[None]:
+    """The current Prefect settings (the temporary server's URL) as the process-global ones
+    too, for threads that start without this context: Prefect makes its log and event
+    workers lazily, in its own event-loop thread, and one made there found no API, booted
+    a second temporary server of its own, and had its events retried for ~2 minutes at
+    exit. Prefect's own `prefect_test_harness` does this for the same reason with this
+    internal helper; without it (a Prefect that renamed it) only this context is set."""
+    import prefect.context
+
+    swap = getattr(prefect.context, "_temporary_global_settings_context", None)
+    if swap is None:
+        yield
+        return
+    with swap(prefect.context.get_settings_context()):
+        yield
 
 
 @contextlib.contextmanager
