@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,3 +131,34 @@ def test_bad_locations_are_named() -> None:
         location("s3://")
     local = location("relative/dir")
     assert local.local and os.path.isabs(local.path)
+
+
+_READ_AND_EXIT = """
+import sys
+from tokenlens.storage import location, read_parquet
+print(read_parquet(location(sys.argv[1])).num_rows)
+"""
+
+
+def test_a_process_that_read_parquet_exits_cleanly(tmp_path: Path) -> None:
+    """Short CLI runs (`tokenlens history`) aborted at exit ~1 in 9: Arrow decoded Python bytes."""
+    table = pa.table(
+        {f"c{i}": [f"value {n} of column {i}" * 3 for n in range(300)] for i in range(12)}
+    )
+    target = location(tmp_path / "t.parquet")
+    write_parquet(table, target)
+
+    def child(_: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _READ_AND_EXIT, target.url],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        runs = list(pool.map(child, range(30)))
+    failed = [(r.returncode, r.stderr.strip()[-200:]) for r in runs if r.returncode != 0]
+    assert not failed, f"{len(failed)} of {len(runs)} readers did not exit 0: {failed[:3]}"
+    assert {r.stdout.strip() for r in runs} == {"300"}

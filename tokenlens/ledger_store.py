@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from tokenlens.errors import TokenLensError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
 from tokenlens.processes import process_alive
-from tokenlens.storage import Location, StorageError, unique_name
+from tokenlens.storage import Location, StorageError, parquet_of_bytes, unique_name
 
 if TYPE_CHECKING:
     from tokenlens.tables import CallRow
@@ -417,11 +417,8 @@ def _read_table(where: Location) -> list[CallRecord]:
 
 
 def _records_of_table(where: Location, raw: bytes) -> list[CallRecord]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
-        rows = cast("list[CallRow]", pq.read_table(pa.BufferReader(raw)).to_pylist())
+        rows = cast("list[CallRow]", parquet_of_bytes(raw).to_pylist())
     except (OSError, ValueError) as exc:
         raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
     return [_record_of_row(row) for row in rows]
