@@ -19,6 +19,7 @@ sampling noise): what no noise-cancelling lever can beat.
 Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--other-runs 300]
        [--seed N] [--processes 2] [--worlds concentrated,noisy] [--designs 20x3]
        .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
+       .venv/bin/python bench/bench_simulation.py --derail-cost 1000   # what derails cost
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -38,6 +39,7 @@ from tokenlens.simulate import (
     StudyResult,
     _hurt_probabilities,
     designs,
+    simulate_grades,
 )
 from tokenlens.simulate import run_study as study_of_arms
 from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
@@ -107,6 +109,78 @@ def compare_intervals(runs: int, seed: int) -> None:
     print("(false application of the 0.94 arm / power of the 0.97, 0.99 and 1.00 arms)")
 
 
+def derail_cost(runs: int, seed: int) -> None:
+    """Why power stops near half at 20 x 3: derailed answers, not judge noise.
+
+    Each arm alone (fixed design, the rule's own `passes`) in the concentrated and noisy
+    worlds at 20 x 3, with the world's derail rate and with none. Then the obvious
+    remedy, a rule blind to a lone derail (each task's median over its repeats instead of
+    its pooled sums), in a world where compression's only harm is *more* derails (an arm
+    at true 0.94): what it would apply."""
+    from tokenlens.decision import aggregate
+    from tokenlens.simulate_study import BORDERLINE, LADDER, TOLERANCE
+
+    arms = (*LADDER[:3], *BORDERLINE)
+    print(
+        f"\n{'derail cost, 20x3, each arm alone':38} "
+        + " ".join(f"{a.true_retention:>6.2f}" for a in arms)
+    )
+    for name in ("concentrated", "noisy"):
+        for derail in (WORLDS[name].derail, 0.0):
+            world = replace(
+                WORLDS[name],
+                n_tasks=20,
+                replicates=3,
+                tolerance=TOLERANCE,
+                arms=arms,
+                derail=derail,
+            )
+            rng = np.random.default_rng([seed, int(derail * 1000), len(name)])
+            held = dict.fromkeys((a.key for a in arms), 0)
+            for _ in range(runs):
+                rows = aggregate(
+                    simulate_grades(world, rng, task_class="x"),
+                    tolerance=TOLERANCE,
+                    pooled=False,
+                ).rows("x")
+                for key in rows.loc[rows["passes"].astype(bool), "arm"]:
+                    held[key] += 1
+            label = f"{name}, derail {derail:.1%}"
+            print(f"{label:38} " + " ".join(f"{_pct(held[a.key] / runs):>6}" for a in arms))
+    rng = np.random.default_rng(seed)
+    n, r, base_rate = 20, 3, 0.015
+    # Harm only as extra derails: a derail keeps ~15 of ~80 points, so the rate that
+    # makes the arm's true retention 0.94 is base + 0.06 / (1 - 15/80).
+    harmed_rate = base_rate + 0.06 / (1 - 15 / 80)
+    applied = {"pooled sums (the rule)": 0, "median of repeats": 0}
+    for _ in range(runs):
+        quality = rng.uniform(60, 100, n)
+
+        comp, clear = (
+            _answers(rng, quality, rate, count)
+            for rate, count in ((harmed_rate, r), (base_rate, 2 * r))
+        )
+        for label, num, den in (
+            ("pooled sums (the rule)", comp.mean(1), clear.mean(1)),
+            ("median of repeats", np.median(comp, 1), np.median(clear, 1)),
+        ):
+            ratio = np.minimum(num / den, 1.1)
+            est = ratio_estimate(ratio, np.ones(n), confidence=0.9, method="skew_t")
+            applied[label] += int(est.low is not None and est.low >= TOLERANCE)
+    for label, count in applied.items():
+        print(
+            f"harm as derails ({harmed_rate:.1%} vs {base_rate:.1%}), arm truly 0.94, "
+            f"{label}: applied {_pct(count / runs).strip()}"
+        )
+
+
+def _answers(rng: np.random.Generator, quality: np.ndarray, rate: float, count: int) -> np.ndarray:
+    """`count` answers per task: its quality plus noise, or a derail (0-30) at `rate`."""
+    shape = (len(quality), count)
+    ok = quality[:, None] + rng.normal(0, 3, shape)
+    return np.where(rng.random(shape) < rate, rng.uniform(0, 30, shape), ok)
+
+
 def simulate_study_of(
     cells: list[Scenario], runs: int, seed: int, method: IntervalMethod
 ) -> StudyResult:
@@ -129,7 +203,20 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUNS",
         help="only compare the interval candidates, RUNS calibrations per cell",
     )
+    parser.add_argument(
+        "--derail-cost",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only measure what derailed answers cost each arm, RUNS calibrations per cell",
+    )
     args = parser.parse_args(argv)
+    if args.derail_cost:
+        start = time.perf_counter()
+        derail_cost(args.derail_cost, args.seed)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
+        return
     if args.compare_intervals:
         start = time.perf_counter()
         compare_intervals(args.compare_intervals, args.seed)
@@ -191,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"held {_pct(held[0.94]).strip()}, power {_pct(float(power)).strip()} "
                     f"(0.97: {_pct(held[0.97]).strip()}, 0.99: {_pct(held[0.99]).strip()})"
                 )
+    else:
+        derail_cost(4, args.seed)  # every code path, in a second
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 

@@ -53,6 +53,8 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"SUMMARY worst false application: \d+\.\d% \[",
         r"SUMMARY 20x3 concentrated fixed: power \d+\.\d%.*savings \d+\.\d%",
         r"SUMMARY 20x3 noisy sequential: power \d+\.\d%.*savings \d+\.\d%",
+        r"concentrated, derail 0\.0%\s+\d+\.\d%",
+        r"harm as derails .* median of repeats: applied \d+\.\d%",
         r"load average",
     ),
     "bench_upstream_checks.py": (r"round 1: p50 plain \d+\.\d us", r"header check"),

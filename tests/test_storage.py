@@ -108,6 +108,8 @@ def test_parquet_round_trips(root: Location) -> None:
     target.write_bytes(b"not parquet")
     with pytest.raises(StorageError, match=r"t\.parquet"):
         read_parquet(target)
+    with pytest.raises(FileNotFoundError):  # callers tell "not written yet" from "corrupt"
+        read_parquet(root.child("absent.parquet"))
 
 
 def test_local_files_get_the_umask_mode(tmp_path: Path) -> None:

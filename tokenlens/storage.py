@@ -324,8 +324,9 @@ def write_parquet(table: Any, where: Location) -> None:
 
 def read_parquet(where: Location) -> Any:
     """An Arrow table read from one Parquet object; FileNotFoundError when absent."""
+    raw = where.read_bytes()
     try:
-        return parquet_of_bytes(where.read_bytes())
+        return parquet_of_bytes(raw)
     except (OSError, ValueError) as exc:
         raise StorageError(f"{where.url}: not a readable Parquet table ({exc})") from exc
 
