@@ -10,7 +10,11 @@ import pytest
 from tests.review.test_agreement import constructed
 from tokenlens.decision.people import people_corrected
 from tokenlens.policy import Interval, Policy, PolicyEntry
-from tokenlens.review.figures import review_figures, with_people_corrections
+from tokenlens.review.figures import (
+    review_figures,
+    with_people_corrections,
+    with_review_flags,
+)
 from tokenlens.review.sample import ReviewSample
 from tokenlens.review.store import ReviewGrade
 from tokenlens.review.summary import summary_lines, write_review_page
@@ -92,12 +96,63 @@ def test_review_figures_carry_corrections_into_the_policy_and_summary(tmp_path) 
     entry = once.classes["alpha-class"]
     assert entry.people_retention == pytest.approx(min(est.value, 1.0))
     assert entry.people_interval is not None and entry.people_pairs == est.n_reviewed
-    assert entry.verdict == "provisional"  # it informs; the judge's verdict stands
-    assert "People's grades put it at" in entry.reason and "below the tolerance" in entry.reason
+    # People show, at 95 %, a loss the judge forgave: the arm is taken away, as a measured
+    # failure (so a later night that cannot measure does not carry it over either).
+    assert est.high < policy.tolerance
+    assert (entry.verdict, entry.arm, entry.cause) == ("none", None, "no_arm_held")
+    assert entry.certified_at is None and entry.expires_at is None
+    assert "People's grades put it at" in entry.reason and "is withdrawn" in entry.reason
     twice = with_people_corrections(once, figures)
-    assert twice.classes["alpha-class"].reason.count("People's grades") == 1
+    assert twice == once and twice.classes["alpha-class"].reason.count("People's grades") == 1
     text = "\n".join(summary_lines(figures))
     assert "Retention corrected by people's grades" in text and "alpha-class" in text
     page = write_review_page(tmp_path, figures).read_text(encoding="utf-8")
     assert "<h2>Retention corrected by people's grades</h2>" in page
     assert f"<td>{est.n_reviewed} / {est.n_all}</td>" in page
+
+
+def _graded_by(sample: ReviewSample, rows: list[dict], comp_shift: int | None) -> list[ReviewGrade]:
+    """People who grade every compressed answer `comp_shift` points off the judge's grade
+    (None: as good as its cleartext answer)."""
+    judge = {(r["task_id"], r["arm"]): r for r in rows if r["judge"] == sample.judge}
+    people = []
+    for case in sample.cases:
+        r = judge[(case.task_id, case.arm)]
+        clear = int(r["grade_clear"])
+        comp = int(r["grade_comp"]) + (0 if case.is_control else (comp_shift or 0))
+        comp = clear if comp_shift is None and not case.is_control else min(max(comp, 0), 100)
+        a, b = (comp, clear) if case.clear_is_b else (clear, comp)
+        people.append(
+            ReviewGrade(reviewer="di", case_id=case.case_id, grade_a=a, grade_b=b, given_at="t")
+        )
+    return people
+
+
+def test_people_who_do_not_show_a_loss_leave_the_judges_verdict_standing() -> None:
+    sample, rows = constructed()
+    figures = review_figures(sample, _graded_by(sample, rows, None), rows, tolerance=0.95)
+    est = figures.corrected["alpha-class"]["prune@0.6"]
+    assert est.high >= 0.95  # people see no loss: nothing is shown below the tolerance
+    policy = _policy(sample)
+    entry = with_people_corrections(policy, figures).classes["alpha-class"]
+    assert (entry.verdict, entry.arm) == ("provisional", policy.classes["alpha-class"].arm)
+    assert "withdrawn" not in entry.reason and entry.people_pairs == est.n_reviewed
+
+
+def test_poor_agreement_withholds_a_tick_but_not_the_arm() -> None:
+    sample, _ = constructed()
+    policy = _policy(sample)
+    ticked = policy.model_copy(
+        update={
+            "classes": {
+                "alpha-class": policy.classes["alpha-class"].model_copy(
+                    update={"verdict": "measured"}
+                )
+            }
+        }
+    )
+    flagged = with_review_flags(ticked, {"alpha-class": "people disagree (alpha 0.1)"})
+    entry = flagged.classes["alpha-class"]
+    assert (entry.verdict, entry.arm) == ("provisional", ticked.classes["alpha-class"].arm)
+    assert "Review: people disagree (alpha 0.1)." in entry.reason
+    assert "held at ? until people and the judge agree" in entry.reason

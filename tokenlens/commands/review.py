@@ -78,9 +78,11 @@ def run_review(args: argparse.Namespace) -> int:
             from tokenlens.review.summary import write_review_page
 
             print(f"review section of the report: {write_review_page(run_folder, figures)}")
-        for path, poor in flag_policy(args.reports, run_id, figures):
+        for path, poor, withdrawn in flag_policy(args.reports, run_id, figures):
             what = "poor agreement noted in the reasons" if poor else "people's grades noted"
             print(f"{what} of {path}")
+            for name in withdrawn:
+                print(f"  {name}: arm withdrawn, people's grades put it below the tolerance")
         if args.artifact:
             from flows.review import KEY_AGREEMENT, review_summary
 
@@ -92,13 +94,14 @@ def run_review(args: argparse.Namespace) -> int:
     return 0
 
 
-def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path, bool]]:
+def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path, bool, list[str]]]:
     """Write what the review found into the run's policies: classes where people and the
     judge disagree (in the reason) and each arm's retention corrected by people's grades.
 
     The policy is what a user reads before applying an arm, so that is where it must say
     the judge was not confirmed by people; re-running is idempotent. Returns the files
-    written, each with whether it got a poor-agreement note."""
+    written, each with whether it got a poor-agreement note and the classes whose arm
+    people's grades withdrew."""
     from tokenlens.policy import atomic_write_text, load_policy
     from tokenlens.review.figures import (
         ReviewFigures,
@@ -109,7 +112,7 @@ def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path,
 
     assert isinstance(figures, ReviewFigures)
     flags = poor_agreement(figures)
-    written: list[tuple[Path, bool]] = []
+    written: list[tuple[Path, bool, list[str]]] = []
     candidates = [
         *sorted((reports / "policy").glob("*.json")),
         reports / "runs" / run_id / "policy.json",
@@ -128,7 +131,12 @@ def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path,
         updated = with_people_corrections(with_review_flags(policy, fresh), figures)
         if updated != policy:
             atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
-            written.append((path, bool(fresh)))
+            withdrawn = [
+                name
+                for name, entry in updated.classes.items()
+                if entry.arm is None and policy.classes[name].arm is not None
+            ]
+            written.append((path, bool(fresh), withdrawn))
     return written
 
 

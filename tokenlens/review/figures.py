@@ -314,24 +314,46 @@ def poor_agreement(figures: ReviewFigures) -> dict[str, str]:
 def with_review_flags(policy: Policy, flags: dict[str, str]) -> Policy:
     """A copy of `policy` whose flagged classes say, in their reason, that people disagree.
 
-    Verdicts and arms are left alone: whether poor agreement should also withhold a verdict
-    is the decision rule's call (`tokenlens.decision`), not the review's.
+    A ✓ needs an instrument people confirm, so a flagged class's ✓ becomes ? (its arm
+    stays: poor agreement says the grades are unsound, not that the arm is harmful; a ?
+    is the rule's word for "applied, not vouched for"). Its reason says so.
     """
-    classes = {
-        name: entry.model_copy(update={"reason": f"{entry.reason} Review: {flags[name]}."})
-        if name in flags
-        else entry
-        for name, entry in policy.classes.items()
-    }
+    classes = {}
+    for name, entry in policy.classes.items():
+        if name not in flags:
+            classes[name] = entry
+            continue
+        update: dict[str, object] = {"reason": f"{entry.reason} Review: {flags[name]}."}
+        if entry.verdict == "measured":
+            update["verdict"] = "provisional"
+            update["reason"] = (
+                f"{update['reason']} Poor agreement: held at ? until people and the judge agree."
+            )
+        classes[name] = entry.model_copy(update=update)
     return policy.model_copy(update={"classes": classes})
+
+
+#: What an entry becomes when people's grades withdraw its arm (a measured failure).
+WITHDRAWN: dict[str, object] = {
+    "verdict": "none",
+    "method": "none",
+    "rate": None,
+    "reduction_pct": None,
+    "cause": "no_arm_held",
+    "certified_at": None,
+    "expires_at": None,
+}
 
 
 def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
     """A copy of `policy` whose entries carry their arm's people-corrected retention.
 
-    The verdict stays the judge's (a handful of reviewed pairs gives a wide interval; it
-    informs, it does not overrule); the reason says when people put the arm below the
-    tolerance. Re-running replaces the figures and never repeats the sentence.
+    People can take an arm away, never grant one: when the corrected retention's upper
+    bound is below the tolerance (people show, at 95 %, that the compressed answers lose
+    more than the tolerance allows, whatever the judge read), the arm is withdrawn — a
+    measured failure (`no_arm_held`), so it is not carried over either. Otherwise the
+    judge's verdict stands (a handful of reviewed pairs gives a wide interval) and the
+    figures go beside it. Re-running replaces the figures and never repeats the sentence.
     """
     from tokenlens.formatting import pct
     from tokenlens.policy import Interval
@@ -340,7 +362,7 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
     for name, entry in policy.classes.items():
         arm = entry.arm
         estimate = figures.corrected.get(name, {}).get(arm.key) if arm is not None else None
-        if estimate is None:
+        if arm is None or estimate is None:
             classes[name] = entry
             continue
         reason = entry.reason
@@ -350,17 +372,23 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
                 f"{pct(estimate.low)}, {estimate.n_reviewed} reviewed pairs; the judge alone "
                 f"{pct(estimate.judge_value)} per pair)"
             )
-            if estimate.low < policy.tolerance:
+            if estimate.high < policy.tolerance:
+                reason += (
+                    f", wholly below the tolerance (upper bound {pct(estimate.high)}): "
+                    f"{arm.key} is withdrawn, people read a loss the judge forgave"
+                )
+            elif estimate.low < policy.tolerance:
                 reason += ", below the tolerance: the judge may be too lenient here"
             reason += "."
-        classes[name] = entry.model_copy(
-            update={
-                "people_retention": min(estimate.value, 1.0),
-                "people_interval": Interval(
-                    low=min(estimate.low, 1.0), high=min(estimate.high, 1.0), confidence=0.95
-                ),
-                "people_pairs": estimate.n_reviewed,
-                "reason": reason,
-            }
-        )
+        update: dict[str, object] = {
+            "people_retention": min(estimate.value, 1.0),
+            "people_interval": Interval(
+                low=min(estimate.low, 1.0), high=min(estimate.high, 1.0), confidence=0.95
+            ),
+            "people_pairs": estimate.n_reviewed,
+            "reason": reason,
+        }
+        if estimate.high < policy.tolerance:
+            update |= WITHDRAWN
+        classes[name] = entry.model_copy(update=update)
     return policy.model_copy(update={"classes": classes})
