@@ -211,18 +211,16 @@ def main(argv: list[str] | None = None) -> None:
         help="only measure what derailed answers cost each arm, RUNS calibrations per cell",
     )
     args = parser.parse_args(argv)
-    if args.derail_cost:
-        start = time.perf_counter()
-        derail_cost(args.derail_cost, args.seed)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
-        return
-    if args.compare_intervals:
-        start = time.perf_counter()
-        compare_intervals(args.compare_intervals, args.seed)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
-        return
+    for runs, study in (
+        (args.derail_cost, derail_cost),
+        (args.compare_intervals, compare_intervals),
+    ):
+        if runs:  # a side study alone
+            start = time.perf_counter()
+            study(runs, args.seed)
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
+            return
 
     worlds = dict(WORLDS)
     designs = list(DESIGNS)
