@@ -147,3 +147,57 @@ def test_summary_writes_poor_agreement_into_the_runs_policy(
     for name in flagged:
         assert after.classes[name].reason.count("Review: ") == 1
         assert after.classes[name].verdict == before.classes[name].verdict
+
+
+def test_people_who_read_a_loss_withdraw_the_arm_from_the_policy_the_proxy_reads(
+    run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from collections import Counter
+
+    from tokenlens.compress.arms import Arm
+    from tokenlens.policy import atomic_write_text, load_policy
+
+    review = open_review(run_copy.store, run_copy.run_id, tasks=None, size=40)
+    # The loopback run is too small to hold an arm; say its judge held the arm people will
+    # review most, in each class, so there is something for people to take away.
+    reviewed = Counter((c.task_class, c.arm) for c in review.sample.cases if not c.is_control)
+    path = run_copy.config.reports / "runs" / run_copy.run_id / "policy.json"
+    policy = load_policy(path)
+    classes = dict(policy.classes)
+    for (task_class, key), _ in reviewed.most_common():
+        if task_class in classes and classes[task_class].arm is None:
+            arm = Arm.parse(key)
+            classes[task_class] = classes[task_class].model_copy(
+                update={
+                    "verdict": "provisional",
+                    "method": arm.method,
+                    "rate": arm.rate,
+                    "cause": None,
+                }
+            )
+    atomic_write_text(path, policy.model_copy(update={"classes": classes}).model_dump_json())
+    armed = {name for name, entry in classes.items() if entry.arm is not None}
+    assert armed
+    grades = pq.read_table(run_copy.store / "runs" / run_copy.run_id / "grades.parquet")
+    judge = {
+        PairCell(r["task_id"], r["arm"], r["replicate"]).case_key: r
+        for r in grades.to_pylist()
+        if r["judge"] == review.sample.judge and not r["judge_pass"]
+    }
+    for case in review.sample.cases:  # a person who sees every compressed answer lose half
+        row = judge[case.case_key]
+        clear = int(row["grade_clear"])
+        comp = int(row["grade_comp"]) if case.is_control else clear // 2
+        a, b = (comp, clear) if case.clear_is_b else (clear, comp)
+        review.store.record(review.sample, "strict", case.case_id, a, b)
+    args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    assert cli_main([*args, "--store", str(run_copy.store)]) == 0
+    out = capsys.readouterr().out
+    after = load_policy(path)
+    withdrawn = {name for name in armed if after.classes[name].arm is None}
+    assert withdrawn, out
+    for name in withdrawn:
+        entry = after.classes[name]
+        assert (entry.verdict, entry.cause) == ("none", "no_arm_held")
+        assert "is withdrawn" in entry.reason
+        assert f"{name}: arm withdrawn, people's grades put it below the tolerance" in out
