@@ -3,7 +3,7 @@
 Every word of every eligible block gets a score: its self-information in this text
 (``log(total / count)``, so filler and repetition score low), near zero for stopwords,
 and a bonus when it or its sentence shares terms with the question. Words are kept in
-score order until the kept words cost ``r`` times what all of them cost; numbers,
+score order until the kept words cost ``r`` times the eligible blocks' tokens; numbers,
 named entities and identifiers are always kept and paid for first. Because the ranking
 does not depend on r, a smaller r keeps a subset of what a larger r keeps: the reduction
 grows as r falls.
@@ -99,11 +99,8 @@ def apply_prune(
     import numpy as np  # here, not at import: the proxy starts without numpy
 
     found = _collect_words(lines_of, question)
+    budget = rate * sum(estimate_tokens(blocks[i].text) for i in lines_of)
     spent = sum(_prefix_cost(line.prefix) for lines in lines_of.values() for line in lines)
-    # The budget is counted in the units it is spent in (each word's own cost, the
-    # prefixes'): within 1 % of the blocks' BPE count on the starter set, and it spares a
-    # second tokenizer pass over the whole text (a third of prune's time at 100k tokens).
-    budget = rate * (spent + int(found.cost.sum()))
     keep = found.protected.copy()
     spent += int(found.cost[keep].sum())
     # Best score first, ties in text order (a stable sort of the negated scores), then as
