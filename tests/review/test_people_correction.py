@@ -156,3 +156,15 @@ def test_poor_agreement_withholds_a_tick_but_not_the_arm() -> None:
     assert (entry.verdict, entry.arm) == ("provisional", ticked.classes["alpha-class"].arm)
     assert "Review: people disagree (alpha 0.1)." in entry.reason
     assert "held at ? until people and the judge agree" in entry.reason
+
+
+def test_a_later_review_that_shows_a_loss_withdraws_and_says_so() -> None:
+    sample, rows = constructed()
+    agree = review_figures(sample, _graded_by(sample, rows, None), rows, tolerance=0.95)
+    strict = review_figures(sample, _graded_by(sample, rows, -30), rows, tolerance=0.95)
+    first = with_people_corrections(_policy(sample), agree)
+    assert first.classes["alpha-class"].arm is not None
+    later = with_people_corrections(first, strict).classes["alpha-class"]
+    assert (later.verdict, later.arm, later.cause) == ("none", None, "no_arm_held")
+    assert "A later review put its upper bound at" in later.reason
+    assert later.reason.count("is withdrawn") == 1

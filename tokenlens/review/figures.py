@@ -380,6 +380,11 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
             elif estimate.low < policy.tolerance:
                 reason += ", below the tolerance: the judge may be too lenient here"
             reason += "."
+        elif estimate.high < policy.tolerance and "is withdrawn" not in reason:
+            reason += (  # an earlier review's sentence stands; say what the new one decided
+                f" A later review put its upper bound at {pct(estimate.high)}, below the "
+                f"tolerance: {arm.key} is withdrawn."
+            )
         update: dict[str, object] = {
             "people_retention": min(estimate.value, 1.0),
             "people_interval": Interval(
