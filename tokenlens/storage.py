@@ -338,7 +338,7 @@ def parquet_of_bytes(raw: bytes) -> Any:
     the last reference to them, and dropping it needs the GIL. When that happens
     while the interpreter shuts down, the thread is torn down inside C++ and the
     whole process aborts ("terminate called without an active exception", exit
-    134) after its work is done: ~1 in 6 short CLI runs did (pyarrow 21-26).
+    134) after its work is done: ~1 in 10 short CLI runs did (pyarrow 21-26).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -37,6 +37,7 @@ __all__ = [
     "bundled_for",
     "bundled_path",
     "model_name",
+    "run_format_for",
     "written_once",
 ]
 
@@ -186,9 +187,14 @@ def bundled_for(path: Path) -> BundledModel | None:
     return None
 
 
+def run_format_for(path: Path) -> str | None:
+    """The weight format a bundled file is run in (None: as shipped, or not bundled)."""
+    model = bundled_for(path)
+    return model.run_as if model else None
+
+
 def model_name(path: Path) -> str:
     """The model's name in calls, ledger keys and reports: the file's, plus the weight
     format it is run in when that is not the shipped one (its answers differ)."""
-    model = bundled_for(path)
-    fmt = model.run_as if model else None
+    fmt = run_format_for(path)
     return path.name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")

@@ -79,6 +79,7 @@ from tokenlens.models.bundled import (
     bundled_for,
     bundled_path,
     model_name,
+    run_format_for,
 )
 from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCache
 from tokenlens.models.retry import (
@@ -340,8 +341,7 @@ class LocalClient:
     def weights_path(self) -> Path:
         """The file the copies load: the model's, or a copy in the format a bundled model
         is run in (`BundledModel.run_as`), found or made once per client."""
-        model = bundled_for(self.model_path)
-        fmt = model.run_as if model else None
+        fmt = run_format_for(self.model_path)
         return in_format(self.model_path, fmt) if fmt else self.model_path
 
     def pool(self) -> ModelPool:

@@ -365,6 +365,7 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
         if arm is None or estimate is None:
             classes[name] = entry
             continue
+        withdraw = estimate.high < policy.tolerance
         reason = entry.reason
         if "People's grades" not in reason:
             reason += (
@@ -372,7 +373,7 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
                 f"{pct(estimate.low)}, {estimate.n_reviewed} reviewed pairs; the judge alone "
                 f"{pct(estimate.judge_value)} per pair)"
             )
-            if estimate.high < policy.tolerance:
+            if withdraw:
                 reason += (
                     f", wholly below the tolerance (upper bound {pct(estimate.high)}): "
                     f"{arm.key} is withdrawn, people read a loss the judge forgave"
@@ -380,7 +381,7 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
             elif estimate.low < policy.tolerance:
                 reason += ", below the tolerance: the judge may be too lenient here"
             reason += "."
-        elif estimate.high < policy.tolerance and "is withdrawn" not in reason:
+        elif withdraw and "is withdrawn" not in reason:
             reason += (  # an earlier review's sentence stands; say what the new one decided
                 f" A later review put its upper bound at {pct(estimate.high)}, below the "
                 f"tolerance: {arm.key} is withdrawn."
@@ -393,7 +394,7 @@ def with_people_corrections(policy: Policy, figures: ReviewFigures) -> Policy:
             "people_pairs": estimate.n_reviewed,
             "reason": reason,
         }
-        if estimate.high < policy.tolerance:
+        if withdraw:
             update |= WITHDRAWN
         classes[name] = entry.model_copy(update=update)
     return policy.model_copy(update={"classes": classes})
