@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -139,8 +140,11 @@ def test_hot_reload_and_invalid_policy_rejection(
     _wait_for(lambda: proxy.feed()["policy"]["calibration_id"] == "cal-11111111")
     _post(proxy, body)
     assert _sent(fake_anthropic) == compress_request(body, Arm("minify")).body
-    # A broken file is rejected; the last good policy stays in force.
-    policy_file.write_text('{"schema_version": 1, "calibration_id": "x"')
+    # A broken file is rejected; the last good policy stays in force. Written whole and
+    # renamed into place, as a publisher does: the poller must not see it half-written.
+    staged = policy_file.with_name("broken.tmp")
+    staged.write_text('{"schema_version": 1, "calibration_id": "x"')
+    os.replace(staged, policy_file)
     _wait_for(lambda: proxy.feed()["policy"]["rejections"] == 1)
     feed = proxy.feed()
     assert feed["policy"]["calibration_id"] == "cal-11111111"
