@@ -34,9 +34,24 @@ STRAY = reply(body=b"STRAY, meant for nobody", headers=[(b"x-stray", b"1")])
 STRAY_HEAD = b"HTTP/1.1 200 OK\r\nx-stray: 1\r\n"
 
 
-def _answering_then(stray: bytes | None) -> Callable[[Conn], Any]:
+class _Strays:
+    """How many strays the upstream has sent: a test waits for its stray to be on the wire
+    instead of sleeping a fixed time (a loaded CI machine can take longer than any guess)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.sent < count:
+            assert time.monotonic() < deadline, f"the upstream sent {self.sent} of {count} strays"
+            time.sleep(0.01)
+        time.sleep(STRAY_AFTER_S)  # loopback delivers it at once; a margin all the same
+
+
+def _answering_then(stray: bytes | None, strays: _Strays | None = None) -> Callable[[Conn], Any]:
     """Answers each request with its own target, then (while the connection is idle, after
-    STRAY_AFTER_S) sends `stray`, if any."""
+    STRAY_AFTER_S) sends `stray`, if any, and counts it in `strays`."""
 
     async def handler(conn: Conn) -> None:
         while (request := await conn.read_request()) is not None:
@@ -44,6 +59,8 @@ def _answering_then(stray: bytes | None) -> Callable[[Conn], Any]:
             if stray is not None:
                 await asyncio.sleep(STRAY_AFTER_S)
                 await conn.send(stray)
+                if strays is not None:
+                    strays.sent += 1
 
     return handler
 
@@ -51,7 +68,8 @@ def _answering_then(stray: bytes | None) -> Callable[[Conn], Any]:
 def test_a_stray_answer_on_an_idle_connection_never_reaches_another_client(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    srv = upstream(_answering_then(STRAY))
+    strays = _Strays()
+    srv = upstream(_answering_then(STRAY, strays))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     trials = 5
     for trial in range(trials):
@@ -59,12 +77,12 @@ def test_a_stray_answer_on_an_idle_connection_never_reaches_another_client(
         with httpx.Client(base_url=proxy.base_url) as alice:
             got = alice.get(f"/alice/{trial}")
         assert got.content == f"answer to /alice/{trial}".encode()
-        time.sleep(STRAY_AFTER_S * 4)  # the stray answer has reached the pooled connection
+        strays.wait_for(2 * trial + 1)  # the stray answer has reached the pooled connection
         with httpx.Client(base_url=proxy.base_url) as bob:
             got = bob.post(f"/bob/{trial}", content=b"bob's question")
         assert "x-stray" not in got.headers
         assert got.content == f"answer to /bob/{trial}".encode(), got.content
-        time.sleep(STRAY_AFTER_S * 4)  # (a stray sent as a request goes out IS its answer)
+        strays.wait_for(2 * trial + 2)  # (a stray sent as a request goes out IS its answer)
     # every request went out on a connection of its own: none was reused after the stray
     assert [r.connection for r in srv.requests] == list(range(2 * trials))
     assert srv.wait_ended(2 * trials - 1)  # the proxy closed each poisoned one it met
@@ -73,14 +91,15 @@ def test_a_stray_answer_on_an_idle_connection_never_reaches_another_client(
 def test_an_incomplete_stray_head_is_never_part_of_an_answer(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    srv = upstream(_answering_then(STRAY_HEAD))
+    strays = _Strays()
+    srv = upstream(_answering_then(STRAY_HEAD, strays))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
-    for name in ("alice", "bob", "carol"):
+    for sent, name in enumerate(("alice", "bob", "carol"), start=1):
         with httpx.Client(base_url=proxy.base_url) as client:
             got = client.get(f"/{name}")
         assert (got.status_code, got.content) == (200, f"answer to /{name}".encode())
         assert "x-stray" not in got.headers
-        time.sleep(STRAY_AFTER_S * 4)
+        strays.wait_for(sent)
 
 
 def test_what_waits_on_an_idle_socket_is_told_apart() -> None:
@@ -122,11 +141,12 @@ def test_a_clean_idle_connection_is_still_reused(
 def test_a_stray_answer_is_counted_in_metrics(
     upstream: Callable[..., Scripted], start_proxy: StartProxy
 ) -> None:
-    srv = upstream(_answering_then(STRAY))
+    strays = _Strays()
+    srv = upstream(_answering_then(STRAY, strays))
     proxy = start_proxy(ProxySettings(upstream=srv.url))
     with httpx.Client(base_url=proxy.base_url) as client:
         client.get("/one")
-        time.sleep(STRAY_AFTER_S * 4)
+        strays.wait_for(1)
         client.get("/two")
         metrics = client.get("/metrics").text
     assert 'tokenlens_upstream_connections_discarded_total{reason="unread_bytes"} 1.0' in metrics
