@@ -87,7 +87,8 @@ def test_sigkill_leaves_no_server_and_the_next_run_marks_the_flow_run_crashed(
     log = (tmp_path / "victim.log").open("w")
     victim = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: len(anthropic.calls()) >= 2, 240, "the victim to start sampling")
+        # (a held request is recorded only when it ends: wait on the holds themselves)
+        wait_for(lambda: anthropic.held() >= 2, 240, "the victim's workers to be held")
         servers = [
             pid
             for pid, cmd in children(victim.pid).items()

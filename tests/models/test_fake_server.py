@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -150,3 +151,29 @@ def test_a_fresh_server_can_start_with_random_faults() -> None:
         server.reset()  # reset clears random faults too
         assert post(server, "/v1/messages", BODY).status_code == 200
     assert server.fault_rate == 0.0
+
+
+def test_a_held_request_is_counted_while_it_is_held(fake_anthropic: FakeAnthropic) -> None:
+    """A stalled request is recorded only when it ends; `held()` shows it while it waits
+    (a test that kills a stuck client waits on this, not on the stall's full length)."""
+    fake_anthropic.configure(stall_s=30.0)
+    fake_anthropic.inject("stall")
+    assert fake_anthropic.held() == 0
+    started = time.monotonic()
+    with httpx.Client(timeout=0.5) as client, ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            client.post, fake_anthropic.base_url + "/v1/messages", json=BODY, headers=HEADERS
+        )
+        deadline = time.monotonic() + 5
+        while fake_anthropic.held() < 1:
+            assert time.monotonic() < deadline, "the request was never held"
+            time.sleep(0.01)
+        assert fake_anthropic.calls() == []  # not recorded while held
+        with pytest.raises(httpx.ReadTimeout):
+            pending.result()
+    deadline = time.monotonic() + 5  # the client gave up: the hold ends with it
+    while fake_anthropic.held():
+        assert time.monotonic() < deadline, "the hold outlived its client"
+        time.sleep(0.01)
+    assert [c.fault for c in fake_anthropic.calls()] == ["stall"]
+    assert time.monotonic() - started < 10

@@ -159,6 +159,7 @@ class FakeAnthropic:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._held = 0  # requests a "stall" fault holds right now (recorded when it ends)
         #: The port asked for (0: the OS picks a free one; `port` is then the one bound).
         self.port = port
         self.app = Starlette(
@@ -349,12 +350,24 @@ class FakeAnthropic:
             self._seen[digest] = seen + 1
         return random.Random(f"{self.seed}:{digest}:{seen}")
 
+    def held(self) -> int:
+        """How many requests a "stall" fault holds right now. A request is recorded only
+        when it ends, so this is how a test sees that its client is stuck on one."""
+        with self._lock:
+            return self._held
+
     async def _stall(self, request: Request) -> None:
         deadline = time.monotonic() + self.stall_s
-        while time.monotonic() < deadline and not self._stopping.is_set():
-            await asyncio.sleep(0.05)
-            if await request.is_disconnected():
-                return
+        with self._lock:
+            self._held += 1
+        try:
+            while time.monotonic() < deadline and not self._stopping.is_set():
+                await asyncio.sleep(0.05)
+                if await request.is_disconnected():
+                    return
+        finally:
+            with self._lock:
+                self._held -= 1
 
     async def _prelude(self, request: Request) -> tuple[Any, Response | None, str | None]:
         """Parse, authenticate, delay and apply faults; a Response here ends the request."""
