@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tokenlens.testing import FakeAnthropic
+from tokenlens.testing.workers import wait_for
 
 HEADERS = {"x-api-key": "sk-secret-value", "anthropic-version": "2023-06-01"}
 BODY = {
@@ -164,16 +165,11 @@ def test_a_held_request_is_counted_while_it_is_held(fake_anthropic: FakeAnthropi
         pending = pool.submit(
             client.post, fake_anthropic.base_url + "/v1/messages", json=BODY, headers=HEADERS
         )
-        deadline = time.monotonic() + 5
-        while fake_anthropic.held() < 1:
-            assert time.monotonic() < deadline, "the request was never held"
-            time.sleep(0.01)
+        wait_for(lambda: fake_anthropic.held() >= 1, 5, "the request to be held", every=0.01)
         assert fake_anthropic.calls() == []  # not recorded while held
         with pytest.raises(httpx.ReadTimeout):
             pending.result()
-    deadline = time.monotonic() + 5  # the client gave up: the hold ends with it
-    while fake_anthropic.held():
-        assert time.monotonic() < deadline, "the hold outlived its client"
-        time.sleep(0.01)
+    # the client gave up: the hold ends with it
+    wait_for(lambda: fake_anthropic.held() == 0, 5, "the hold to end with its client", every=0.01)
     assert [c.fault for c in fake_anthropic.calls()] == ["stall"]
     assert time.monotonic() - started < 10

@@ -20,6 +20,7 @@ import pytest
 
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.upstream import idle_socket_state
+from tokenlens.testing.workers import wait_for
 
 from .conftest import ProxyServer
 from .scripted import Conn, Scripted, reply
@@ -41,11 +42,13 @@ class _Strays:
     def __init__(self) -> None:
         self.sent = 0
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.sent < count:
-            assert time.monotonic() < deadline, f"the upstream sent {self.sent} of {count} strays"
-            time.sleep(0.01)
+    def wait_for(self, count: int) -> None:
+        wait_for(
+            lambda: self.sent >= count,
+            10,
+            lambda: f"stray {count} (the upstream sent {self.sent})",
+            every=0.01,
+        )
         time.sleep(STRAY_AFTER_S)  # loopback delivers it at once; a margin all the same
 
 

@@ -104,13 +104,19 @@ def flow_run_processes(worker: int) -> list[int]:
     return [pid for pid in descendants(worker) if "prefect.engine" in cmdline(pid)]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str | Callable[[], str]) -> Any:
-    """Poll until `predicate()` is truthy and return it; fail naming `what` (a text, or a
-    function that tells what was seen) after `timeout` seconds."""
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str | Callable[[], str],
+    *,
+    every: float = 0.2,
+) -> Any:
+    """Poll every `every` seconds until `predicate()` is truthy and return it; fail naming
+    `what` (a text, or a function that tells what was seen) after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
