@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,11 @@ def fake_anthropic(anthropic_server: FakeAnthropic) -> Iterator[FakeAnthropic]:
     try:
         yield anthropic_server
     finally:
+        # A request a stall still holds is recorded when it ends: let it end here, or it
+        # lands in the next test's log (bounded: a client that never hangs up is let be).
+        deadline = time.monotonic() + 5
+        while anthropic_server.held() and time.monotonic() < deadline:
+            time.sleep(0.01)
         anthropic_server.reset()
         anthropic_server.configure(**settings)
 

@@ -14,6 +14,7 @@ from tokenlens.models.retry import InvalidOutputError, RetryPolicy, TruncatedOut
 from tokenlens.pricing import cost_usd
 from tokenlens.tasks import CalibrationTask
 from tokenlens.testing import FakeAnthropic
+from tokenlens.testing.workers import wait_for
 
 TASK = CalibrationTask(
     id="t1",
@@ -200,6 +201,9 @@ def test_stalled_response_times_out_and_is_retried(fake_anthropic: FakeAnthropic
     fake_anthropic.inject("stall")
     completion = client.complete(answer_request())
     assert completion.text
+    # the stalled request is recorded when the server sees its client gone, which can be
+    # after the retry's answer: wait for the hold to end
+    wait_for(lambda: fake_anthropic.held() == 0, 5, "the stalled request to end", every=0.01)
     assert [c.fault for c in fake_anthropic.calls()][-1] is None
     assert len(fake_anthropic.calls()) == 2
 
