@@ -289,6 +289,14 @@ def test_a_prompt_larger_than_the_cache_bound_is_not_kept() -> None:
     assert (client.cache_hits, client.cache_misses) == (0, 2)
 
 
+def test_a_copy_evaluates_prompts_on_its_own_thread_count(local: LocalClient) -> None:
+    """llama-cpp-python evaluates prompts on every core unless told (`n_threads_batch`):
+    two copies on two cores would run four spinning threads, and the arithmetic, hence a
+    seed's text, would depend on the machine's core count."""
+    with local.pool().instance() as llm:
+        assert (llm.n_threads, llm.n_threads_batch) == (local.n_threads, local.n_threads)
+
+
 def test_model_pool_makes_at_most_its_size_and_reuses_copies() -> None:
     made: list[object] = []
 

@@ -112,8 +112,12 @@ def params_from_args(args: argparse.Namespace) -> CalibrateParams:
 
 
 def explicit_options(args: argparse.Namespace) -> set[str]:
-    """Settings the user chose on the command line that read as defaults (`--classes all`)."""
-    return {"classes"} if args.classes == ALL_CLASSES else set()
+    """Settings the user chose on the command line that read as defaults (`--classes all`),
+    and the design when `--shards` is given (shards split the fixed design's plan)."""
+    chosen = {"classes"} if args.classes == ALL_CLASSES else set()
+    if args.shards is not None:
+        chosen.add("design")
+    return chosen
 
 
 def config_from_args(args: argparse.Namespace) -> CalibrationConfig:
