@@ -298,10 +298,12 @@ def compare_models(names: list[str], per_class: int, copies: int) -> None:
 
 
 def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
-    """The default model's weights as shipped beside copies in other formats
-    (`tokenlens.models.weights`), on the offline run's own scope: its class's shortest
-    tasks. Prints answers/s and how many answers are word for word the shipped file's."""
+    """The default model as the offline run loads it (the shipped file, run in its
+    `run_as` format) beside copies in other formats (`tokenlens.models.weights`, each run
+    as it is), on the offline run's own scope: its class's shortest tasks. Prints answers/s
+    and how many answers are word for word the default's."""
     from tokenlens.config import OFFLINE_CLASS
+    from tokenlens.models.bundled import run_format_for
     from tokenlens.models.local import LocalClient, default_model_path
     from tokenlens.models.weights import in_format
     from tokenlens.tasks import load_tasks, select_tasks
@@ -312,8 +314,9 @@ def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
     )
     print(f"{len(tasks)} shortest {OFFLINE_CLASS} tasks, copies={copies}, greedy, 192-token cap")
     rows, first = [], None
-    for fmt in ["shipped", *formats]:
-        path = shipped if fmt == "shipped" else in_format(shipped, fmt)
+    default = f"default ({run_format_for(shipped) or 'as shipped'})"
+    for fmt in [default, *formats]:
+        path = shipped if fmt == default else in_format(shipped, fmt)
         client = LocalClient(str(path), copies=copies, prompt_cache_bytes=0)
         client.pool()
         load_before = os.getloadavg()[0]
@@ -322,15 +325,15 @@ def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
         first = first or texts
         same = sum(a == b for a, b in zip(texts, first, strict=True))
         load = (load_before + os.getloadavg()[0]) / 2
-        size = path.stat().st_size / 1e6
+        size = client.weights_path.stat().st_size / 1e6
         graded = [grade for _, grade, ended, _ in results if ended]
         median = statistics.median(graded) if graded else float("nan")
         rows.append((fmt, len(tasks) / wall, same, median, len(graded), size, load))
         print(f"{fmt}: {len(tasks) / wall:.3f} answers/s ({wall:.0f} s), {same}/{len(tasks)} "
-              f"answers as shipped, median grade {median:.1f}, ended {len(graded)}, "
+              f"answers as the default, median grade {median:.1f}, ended {len(graded)}, "
               f"{size:.0f} MB, load avg {load:.1f}", flush=True)  # fmt: skip
     base, n = rows[0][1], len(tasks)
-    print("\n| weights | answers/s | vs shipped | same text as shipped | median grade "
+    print("\n| weights | answers/s | vs default | same text as default | median grade "
           "| ended by themselves | file | load avg |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for fmt, rate, same, median, ended, size, load in rows:

@@ -53,6 +53,16 @@ def test_a_user_given_file_runs_as_it_is(tmp_path: Path) -> None:
     assert model_name(other) == "mine"
 
 
+def test_a_copy_in_a_format_runs_as_it_is(tmp_path: Path) -> None:
+    """A q8_0 copy of the bundled model is not converted to f16 again (the format bench
+    then compared f16 with f16 under other names)."""
+    shipped = default_model_path()
+    copy = tmp_path / f"0123456789ab-q8_0-{shipped.name}"
+    copy.write_bytes(b"GGUF")
+    assert LocalClient(str(copy), copies=1).weights_path == copy
+    assert model_name(copy) == copy.name.removesuffix(".gguf")
+
+
 def test_an_unknown_format_is_a_clear_error() -> None:
     with pytest.raises(ModelCallError, match="unknown weight format 'q3'"):
         in_format(default_model_path(), "q3")

@@ -42,6 +42,9 @@ class CallPlan:
     judge_calls: int
     cached_judge_calls: int
     usd_upper: float | None  # None: no per-token price (local model, unknown model)
+    #: The sequential design pays in rounds and stops once the verdicts settle: the counts
+    #: are what the fixed design would pay, a bound.
+    sequential: bool = False
 
     @property
     def new_answer_calls(self) -> int:
@@ -68,9 +71,11 @@ class CallPlan:
             if self.usd_upper is None
             else f"at most ${self.usd_upper:.4f} (every answer at max_tokens)"
         )
+        bound = "up to " if self.sequential else ""
+        rounds = "; the sequential design stops paying once the verdicts settle"
         return (
-            f"{self.new_answer_calls} new answer calls{judge} ({held} calls already in the "
-            f"ledger); {money}"
+            f"{bound}{self.new_answer_calls} new answer calls{judge} ({held} calls already "
+            f"in the ledger); {money}{rounds if self.sequential else ''}"
         )
 
 
@@ -155,7 +160,14 @@ def plan_calls(
                     total = _add(total, judge_model, judge_in, JUDGE_REPLY_TOKENS, batch)
     if backend == "local":
         total = None
-    return CallPlan(len(unique), len(unique) - len(new_answers), judge_calls, cached_judges, total)
+    return CallPlan(
+        len(unique),
+        len(unique) - len(new_answers),
+        judge_calls,
+        cached_judges,
+        total,
+        sequential=config.design == "sequential",
+    )
 
 
 def _add(

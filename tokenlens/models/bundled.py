@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,10 +188,20 @@ def bundled_for(path: Path) -> BundledModel | None:
     return None
 
 
+#: The name of a copy `tokenlens.models.weights.in_format` made: the source's SHA-256
+#: (12 hex digits), the format, then the source's name (`<digest>-<format>-<name>`).
+_FORMAT_COPY = re.compile(r"^[0-9a-f]{12}-[a-z0-9_]+-")
+
+
 def run_format_for(path: Path) -> str | None:
-    """The weight format a bundled file is run in (None: as shipped, or not bundled)."""
+    """The weight format a bundled file is run in (None: as shipped, or not bundled).
+
+    A copy already in a format is run as it is: converting a q8_0 copy to f16 again would
+    run (and name) other weights than the file given, as `bench_models.py --formats` did."""
     model = bundled_for(path)
-    return model.run_as if model else None
+    if model is None or _FORMAT_COPY.match(path.name):
+        return None
+    return model.run_as
 
 
 def model_name(path: Path) -> str:
