@@ -71,11 +71,14 @@ class CallPlan:
             if self.usd_upper is None
             else f"at most ${self.usd_upper:.4f} (every answer at max_tokens)"
         )
-        bound = "up to " if self.sequential else ""
-        rounds = "; the sequential design stops paying once the verdicts settle"
+        bound, rounds = (
+            ("up to ", "; the sequential design stops paying once the verdicts settle")
+            if self.sequential
+            else ("", "")
+        )
         return (
             f"{bound}{self.new_answer_calls} new answer calls{judge} ({held} calls already "
-            f"in the ledger); {money}{rounds if self.sequential else ''}"
+            f"in the ledger); {money}{rounds}"
         )
 
 

@@ -188,9 +188,15 @@ def bundled_for(path: Path) -> BundledModel | None:
     return None
 
 
-#: The name of a copy `tokenlens.models.weights.in_format` made: the source's SHA-256
-#: (12 hex digits), the format, then the source's name (`<digest>-<format>-<name>`).
+#: `format_copy_name`'s shape, to tell a copy from the file it was made from.
 _FORMAT_COPY = re.compile(r"^[0-9a-f]{12}-[a-z0-9_]+-")
+
+
+def format_copy_name(digest: str, fmt: str, source: Path) -> str:
+    """The file name of `source`'s weights in `fmt` (`tokenlens.models.weights.in_format`):
+    its SHA-256 (12 hex digits), the format, then its own name, so lookups by name (a
+    bundled model's chat format) still find it and `run_format_for` knows it is a copy."""
+    return f"{digest[:12]}-{fmt}-{source.name}"
 
 
 def run_format_for(path: Path) -> str | None:

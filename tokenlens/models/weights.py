@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tokenlens.errors import ModelCallError
-from tokenlens.models.bundled import models_cache_dir, written_once
+from tokenlens.models.bundled import format_copy_name, models_cache_dir, written_once
 
 __all__ = ["FORMATS", "in_format"]
 
@@ -75,7 +75,7 @@ def in_format(path: Path, fmt: str) -> Path:
     """
     if fmt not in FORMATS:
         raise ModelCallError(f"unknown weight format {fmt!r}; one of {', '.join(FORMATS)}")
-    target = models_cache_dir() / f"{_digest(path)[:12]}-{fmt}-{path.name}"
+    target = models_cache_dir() / format_copy_name(_digest(path), fmt, path)
     if target.is_file():
         return target
     try:
