@@ -147,11 +147,27 @@ class PrefectApi:
             self._process, self._url = spawn_server()
         wait = self._timeout_s or float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         wait_for_server(self._process, self._url, wait)
-        with temporary_settings(updates={PREFECT_API_URL: self._url}), _for_every_thread():
+        with temporary_settings(updates=own_server_settings(self._url)), _for_every_thread():
             try:
                 yield self._url
             finally:
                 _flush_api_logs()
+
+
+def own_server_settings(url: str) -> dict[Any, Any]:
+    """Prefect settings for flow runs on a server this process owns: its URL, and no
+    flow-run heartbeats unless `PREFECT_FLOWS_HEARTBEAT_FREQUENCY` is set.
+
+    A heartbeat lets a server that outlives the run see that it crashed; this server dies
+    with the run, so nobody would read one (`mark_orphans_crashed` judges by process).
+    Prefect sends them by default (every 180 s) from a thread that sleeps in 1 s steps
+    and is joined as each flow run ends: 0-1 s added to every `tokenlens calibrate`."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+
+    updates: dict[Any, Any] = {PREFECT_API_URL: url}
+    if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" not in os.environ:
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    return updates
 
 
 @contextlib.contextmanager
