@@ -20,6 +20,7 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        [--seed N] [--processes 2] [--worlds concentrated,noisy] [--designs 20x3]
        .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
        .venv/bin/python bench/bench_simulation.py --derail-cost 1000   # what derails cost
+       .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # the next lever
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -174,6 +175,83 @@ def derail_cost(runs: int, seed: int) -> None:
         )
 
 
+def lone_derail(runs: int, seed: int) -> None:
+    """The next lever, not adopted: discount one *lone* derail-like reading per arm.
+
+    A derail hits one answer; compression's harm in these worlds hits every repeat of a
+    task. So a compressed reading below half its reference while the task's other repeats
+    of that arm keep >= 80 % of theirs looks like a derail. When an arm has exactly one
+    such reading it is dropped (two or more: none is, they may be the harm); then the
+    rule's own bound. Each arm alone at 20 x 3, the rule vs the discount, and the world
+    where compression's only harm is more derails."""
+    from tokenlens.decision.curve import _task_ratios
+    from tokenlens.decision.grades import ArmPairs, ClassGrades, prepare
+    from tokenlens.simulate_study import BORDERLINE, LADDER, TOLERANCE
+
+    def holds(ratios: np.ndarray) -> bool:
+        est = ratio_estimate(ratios, np.ones_like(ratios), confidence=0.9, method="skew_t")
+        return est.low is not None and est.low >= TOLERANCE
+
+    def discounted(p: ArmPairs) -> ArmPairs:
+        rel = p.comp / np.maximum(p.reference, 1e-9)
+        lone = [
+            i
+            for i in np.flatnonzero(rel < 0.5)
+            if (others := np.flatnonzero((p.task == p.task[i]) & (np.arange(rel.size) != i))).size
+            >= 2
+            and bool(np.all(rel[others] >= 0.8))
+        ]
+        if len(lone) != 1:
+            return p
+        keep = np.arange(rel.size) != lone[0]
+        return replace(p, task=p.task[keep], comp=p.comp[keep], reference=p.reference[keep])
+
+    arms = (*LADDER[:3], *BORDERLINE)
+    print(
+        f"\n{'lone derail discounted, 20x3, alone':38} "
+        + " ".join(f"{a.true_retention:>13.2f}" for a in arms)
+    )
+    for name in ("concentrated", "noisy", "concentrated-b"):
+        world = replace(WORLDS[name], n_tasks=20, replicates=3, tolerance=TOLERANCE, arms=arms)
+        rng = np.random.default_rng([seed, len(name)])
+        held = {a.key: [0, 0] for a in arms}
+        for _ in range(runs):
+            grades = ClassGrades.of(prepare(simulate_grades(world, rng, task_class="x")))
+            n = len(grades.tasks)
+            for a in arms:
+                pairs = grades.arms[a.key]
+                held[a.key][0] += holds(_task_ratios(pairs, n))
+                held[a.key][1] += holds(_task_ratios(discounted(pairs), n))
+        print(
+            f"{name + ' (rule -> discount)':38} "
+            + " ".join(
+                f"{_pct(held[a.key][0] / runs)}->{_pct(held[a.key][1] / runs).strip()}"
+                for a in arms
+            )
+        )
+    rng = np.random.default_rng(seed)
+    n, r, base_rate = 20, 3, 0.015
+    harmed_rate = base_rate + 0.06 / (1 - 15 / 80)  # true retention 0.94, as in derail_cost
+    applied = [0, 0]
+    for _ in range(3 * runs):
+        quality = rng.uniform(60, 100, n)
+        comp = _answers(rng, quality, harmed_rate, r)
+        reference = (
+            _answers(rng, quality, base_rate, r) + _answers(rng, quality, base_rate, r)
+        ) / 2
+        pairs = ArmPairs(
+            np.repeat(np.arange(n), r), comp.ravel(), reference.ravel(), reference.ravel(),
+            np.ones(n * r), 0, 0, 0.3, "prune", 0.6,
+        )  # fmt: skip
+        applied[0] += holds(_task_ratios(pairs, n))
+        applied[1] += holds(_task_ratios(discounted(pairs), n))
+    print(
+        f"harm as derails ({harmed_rate:.1%} vs {base_rate:.1%}), arm truly 0.94, "
+        f"{3 * runs} runs: applied {_pct(applied[0] / (3 * runs)).strip()} (rule) -> "
+        f"{_pct(applied[1] / (3 * runs)).strip()} (discount)"
+    )
+
+
 def _answers(rng: np.random.Generator, quality: np.ndarray, rate: float, count: int) -> np.ndarray:
     """`count` answers per task: its quality plus noise, or a derail (0-30) at `rate`."""
     shape = (len(quality), count)
@@ -210,9 +288,17 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUNS",
         help="only measure what derailed answers cost each arm, RUNS calibrations per cell",
     )
+    parser.add_argument(
+        "--lone-derail",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only measure the lone-derail discount (not adopted), RUNS calibrations per cell",
+    )
     args = parser.parse_args(argv)
     for runs, study in (
         (args.derail_cost, derail_cost),
+        (args.lone_derail, lone_derail),
         (args.compare_intervals, compare_intervals),
     ):
         if runs:  # a side study alone
@@ -278,6 +364,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
     else:
         derail_cost(4, args.seed)  # every code path, in a second
+        lone_derail(4, args.seed)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 
