@@ -110,6 +110,12 @@ def compare_intervals(runs: int, seed: int) -> None:
     print("(false application of the 0.94 arm / power of the 0.97, 0.99 and 1.00 arms)")
 
 
+#: The world where compression's only harm is extra derails: a derail keeps ~15 of ~80
+#: points, so the rate that makes the arm's true retention 0.94 is base + 0.06 / (1 - 15/80).
+DERAIL_BASE = 0.015
+DERAIL_HARMED = DERAIL_BASE + 0.06 / (1 - 15 / 80)
+
+
 def derail_cost(runs: int, seed: int) -> None:
     """Why power stops near half at 20 x 3: derailed answers, not judge noise.
 
@@ -149,10 +155,7 @@ def derail_cost(runs: int, seed: int) -> None:
             label = f"{name}, derail {derail:.1%}"
             print(f"{label:38} " + " ".join(f"{_pct(held[a.key] / runs):>6}" for a in arms))
     rng = np.random.default_rng(seed)
-    n, r, base_rate = 20, 3, 0.015
-    # Harm only as extra derails: a derail keeps ~15 of ~80 points, so the rate that
-    # makes the arm's true retention 0.94 is base + 0.06 / (1 - 15/80).
-    harmed_rate = base_rate + 0.06 / (1 - 15 / 80)
+    n, r, base_rate, harmed_rate = 20, 3, DERAIL_BASE, DERAIL_HARMED
     applied = {"pooled sums (the rule)": 0, "median of repeats": 0}
     for _ in range(runs):
         quality = rng.uniform(60, 100, n)
@@ -184,24 +187,23 @@ def lone_derail(runs: int, seed: int) -> None:
     such reading it is dropped (two or more: none is, they may be the harm); then the
     rule's own bound. Each arm alone at 20 x 3, the rule vs the discount, and the world
     where compression's only harm is more derails."""
-    from tokenlens.decision.curve import _task_ratios
+    from tokenlens.decision.curve import ALPHA, _pooled
     from tokenlens.decision.grades import ArmPairs, ClassGrades, prepare
     from tokenlens.simulate_study import BORDERLINE, LADDER, TOLERANCE
 
-    def holds(ratios: np.ndarray) -> bool:
-        est = ratio_estimate(ratios, np.ones_like(ratios), confidence=0.9, method="skew_t")
-        return est.low is not None and est.low >= TOLERANCE
+    def holds(pairs: ArmPairs, n: int) -> bool:
+        low = _pooled(pairs, n, "skew_t", 0, ALPHA).low
+        return low is not None and low >= TOLERANCE
 
     def discounted(p: ArmPairs) -> ArmPairs:
         rel = p.comp / np.maximum(p.reference, 1e-9)
-        lone = [
-            i
-            for i in np.flatnonzero(rel < 0.5)
-            if (others := np.flatnonzero((p.task == p.task[i]) & (np.arange(rel.size) != i))).size
-            >= 2
-            and bool(np.all(rel[others] >= 0.8))
-        ]
-        if len(lone) != 1:
+        pairs_of_task = np.bincount(p.task)[p.task]
+        kept_of_task = np.bincount(p.task, weights=rel >= 0.8)[p.task]
+        # below half, with >= 2 other repeats of its task all keeping >= 80 %
+        lone = np.flatnonzero(
+            (rel < 0.5) & (pairs_of_task >= 3) & (kept_of_task == pairs_of_task - 1)
+        )
+        if lone.size != 1:
             return p
         keep = np.arange(rel.size) != lone[0]
         return replace(p, task=p.task[keep], comp=p.comp[keep], reference=p.reference[keep])
@@ -220,8 +222,8 @@ def lone_derail(runs: int, seed: int) -> None:
             n = len(grades.tasks)
             for a in arms:
                 pairs = grades.arms[a.key]
-                held[a.key][0] += holds(_task_ratios(pairs, n))
-                held[a.key][1] += holds(_task_ratios(discounted(pairs), n))
+                held[a.key][0] += holds(pairs, n)
+                held[a.key][1] += holds(discounted(pairs), n)
         print(
             f"{name + ' (rule -> discount)':38} "
             + " ".join(
@@ -230,8 +232,7 @@ def lone_derail(runs: int, seed: int) -> None:
             )
         )
     rng = np.random.default_rng(seed)
-    n, r, base_rate = 20, 3, 0.015
-    harmed_rate = base_rate + 0.06 / (1 - 15 / 80)  # true retention 0.94, as in derail_cost
+    n, r, base_rate, harmed_rate = 20, 3, DERAIL_BASE, DERAIL_HARMED
     applied = [0, 0]
     for _ in range(3 * runs):
         quality = rng.uniform(60, 100, n)
@@ -240,11 +241,19 @@ def lone_derail(runs: int, seed: int) -> None:
             _answers(rng, quality, base_rate, r) + _answers(rng, quality, base_rate, r)
         ) / 2
         pairs = ArmPairs(
-            np.repeat(np.arange(n), r), comp.ravel(), reference.ravel(), reference.ravel(),
-            np.ones(n * r), 0, 0, 0.3, "prune", 0.6,
-        )  # fmt: skip
-        applied[0] += holds(_task_ratios(pairs, n))
-        applied[1] += holds(_task_ratios(discounted(pairs), n))
+            task=np.repeat(np.arange(n), r),
+            comp=comp.ravel(),
+            clear=reference.ravel(),
+            reference=reference.ravel(),
+            capped=np.ones(n * r),
+            n_errors=0,
+            n_broken=0,
+            reduction=0.3,
+            method="prune",
+            rate=0.6,
+        )
+        applied[0] += holds(pairs, n)
+        applied[1] += holds(discounted(pairs), n)
     print(
         f"harm as derails ({harmed_rate:.1%} vs {base_rate:.1%}), arm truly 0.94, "
         f"{3 * runs} runs: applied {_pct(applied[0] / (3 * runs)).strip()} (rule) -> "
