@@ -178,7 +178,7 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
         "per-pair mean",
         "worst task",
         "tasks / pairs",
-        "errors / broken",
+        "errors / broken / set aside",
     ]
     rows = []
     order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
@@ -199,10 +199,15 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
                 _pct(r.retention_mean),
                 _pct(r.worst_case),
                 f"{r.n_tasks} / {r.n_pairs}",
-                f"{r.n_errors} / {r.n_broken}",
+                f"{r.n_errors} / {r.n_broken} / {_count(r.n_set_aside)}",
             ]
         )
     return header, rows
+
+
+def _count(value: float | None) -> str:
+    """A count that may be null (the control's row, or a curve written before it)."""
+    return "–" if value is None or math.isnan(value) else str(int(value))
 
 
 def _floor_table(curve: Curve) -> tuple[list[str], list[list[str]]]:

@@ -125,6 +125,10 @@ class CurveRow(TypedDict):
     #: One-sided confidence of each of `retention_low`/`retention_high` (0.95 in a fixed
     #: design; a sequential look spends less, e.g. 0.981). Null in curves written before.
     bound_level: float | None
+    #: Derailed readings the bound did not read (`tokenlens.decision.derails`): counted
+    #: in `n_pairs`, left out of `retention*`. Null for the control and in curves written
+    #: before.
+    n_set_aside: Int32 | None
 
 
 CURVE = arrow_schema(CurveRow)

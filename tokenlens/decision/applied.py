@@ -26,6 +26,7 @@ import pandas as pd
 from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.compress.arms import Arm
 from tokenlens.decision.curve import ALL_CLASSES, ALPHA, TASK_RATIO_CAP, Curve
+from tokenlens.decision.derails import set_aside
 from tokenlens.decision.grades import ClassGrades, prepare
 from tokenlens.formatting import arm_label
 from tokenlens.policy import COULD_NOT_MEASURE, Interval, NoneCause, Policy, PolicyEntry
@@ -243,10 +244,11 @@ def applied_retention(
 ) -> list[AppliedRetention]:
     """Per true class: retention of the arms the proxy would actually apply, with bounds.
 
-    Each task contributes its own retention (compressed over uncompressed readings, as in
-    the rule) under the arm its predicted class's entry applies; a task served no arm
-    keeps 100 %. Only pairs already paid for are read; a routed arm never sampled for that
-    class makes the class "not measured" rather than a guess.
+    Each task contributes its own retention (compressed over uncompressed readings, read
+    as the rule reads them: `tokenlens.decision.derails`) under the arm its predicted
+    class's entry applies; a task served no arm keeps 100 %. Only pairs already paid for
+    are read; a routed arm never sampled for that class makes the class "not measured"
+    rather than a guess.
     """
     df = prepare(grades)
     df = df[(df["judge"] == judge) if judge else df["judge"].notna()]
@@ -256,6 +258,7 @@ def applied_retention(
         if mine.empty:
             continue
         cg = ClassGrades.of(mine)
+        read = {key: set_aside(pairs) for key, pairs in cg.arms.items()}  # as the rule reads
         index = {t: i for i, t in enumerate(cg.tasks)}
         values: list[float] = []
         missing: set[str] = set()
@@ -267,7 +270,7 @@ def applied_retention(
             if arm is None:
                 values.append(1.0)
                 continue
-            pairs = cg.arms.get(arm.key)
+            pairs = read.get(arm.key)
             if pairs is None:
                 missing.add(arm.key)
                 continue

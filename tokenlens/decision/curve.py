@@ -8,7 +8,9 @@ The rules, in the order they apply to each task class:
    coin there — or when the floor reaches the tolerance itself (the bar
    `tolerance - floor` would be 0 or negative and any arm would "hold").
 2. `interval` mode (default) holds an arm when the one-sided 95 % lower bound of its
-   per-task retention (skew-corrected t, see `tokenlens.stats`) reaches the tolerance
+   per-task retention (skew-corrected t, see `tokenlens.stats`) reaches the tolerance,
+   read without the derailed answers that cannot be compression's harm
+   (`tokenlens.decision.derails`),
    and the class has the tasks the minimum-evidence rule asks for
    (`tokenlens.decision.evidence`).
    `mean` mode is the seed's rule: capped mean >= tolerance - floor.
@@ -33,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tokenlens.compress.arms import CONTROL, Arm
+from tokenlens.decision.derails import set_aside
 from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisional
 from tokenlens.decision.grades import (
     ArmPairs,
@@ -254,16 +257,19 @@ def _class_rows(
                 "chosen": False,
                 "status": "control",
                 "bound_level": 0.975,  # each end of the floor's two-sided 95 % interval
+                "n_set_aside": None,
             }
         )
 
     arm_rows: list[CurveRow] = []
     rungs: list[Rung] = []
-    for arm_key, pairs in grades.arms.items():
+    for arm_key, all_pairs in grades.arms.items():
         if arm_key == CONTROL:
             continue
+        # the bound reads the arm without readings that cannot be compression's harm
+        pairs = set_aside(all_pairs) if mode == "interval" else all_pairs
         n_arm = int((pairs.counts(n) > 0).sum())
-        cap_mean = float(pairs.capped.mean()) if pairs.n_pairs else math.nan
+        cap_mean = float(all_pairs.capped.mean()) if all_pairs.n_pairs else math.nan
         est = _pooled(pairs, n, method, seed, alpha) if pairs.n_pairs else None
         low = None if est is None else est.low
         sp = None
@@ -291,7 +297,7 @@ def _class_rows(
                 "method": pairs.method,
                 "rate": pairs.rate,
                 "n_tasks": n_arm,
-                "n_pairs": pairs.n_pairs,
+                "n_pairs": all_pairs.n_pairs,
                 "n_errors": pairs.n_errors,
                 "n_broken": pairs.n_broken,
                 "reduction": pairs.reduction,
@@ -301,16 +307,17 @@ def _class_rows(
                 "retention_high": None if est is None else _clip(est.high),
                 "sd_between": None if sp is None else sp.between,
                 "sd_within": None if sp is None else sp.within,
-                "worst_case": _worst(pairs, n),
+                "worst_case": _worst(all_pairs, n),
                 "passes": bool(passes),
                 "certain": bool(certain),
                 "chosen": False,
                 "status": "",
                 "bound_level": round(1.0 - alpha, 4),
+                "n_set_aside": all_pairs.n_pairs - pairs.n_pairs,
             }
         )
         rungs.append(
-            Rung(arm_key, pairs.reduction, bool(passes), _rank(arm_key), pairs.n_pairs > 0)
+            Rung(arm_key, pairs.reduction, bool(passes), _rank(arm_key), all_pairs.n_pairs > 0)
         )
 
     walk = walk_ladder(rungs)

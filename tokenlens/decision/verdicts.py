@@ -54,9 +54,11 @@ def _reading(row: Any, mode: str) -> str:
     """What the rule read for an arm, with its error bar."""
     if mode == "mean":
         return f"kept {pct(row['retention_mean'])} against a {pct(row['bar'])} bar"
+    aside = _num(row.get("n_set_aside")) if hasattr(row, "get") else None
+    note = f", {int(aside)} derailed answer{'s' if aside != 1 else ''} set aside" if aside else ""
     return (
         f"retention {pct(row['retention'])} (one-sided {level_label(_level(row))} bound "
-        f"{pct(row['retention_low'])}) over {int(row['n_tasks'])} tasks"
+        f"{pct(row['retention_low'])}) over {int(row['n_tasks'])} tasks{note}"
     )
 
 

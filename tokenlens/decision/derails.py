@@ -1,0 +1,96 @@
+"""Derailed answers set aside before an arm's bound, where they cannot be compression's harm.
+
+Why: an answer model now and then derails — one sampled answer collapses (a refusal, a
+loop, a cut-off) whatever its prompt was. At 20 tasks x 3 repeats a single derailed
+compressed answer reads like one badly hurt task, and a lossless arm failed its bound
+about half the time for it (docs/decision-rule.md). Compression's harm, by contrast, is
+in the prompt: it hurts *every* repeat of a task, or shows as extra derails across tasks.
+
+So, per arm, two kinds of reading are set aside:
+
+1. **uncompressed derails** — a pair whose uncompressed reference (the cleartext and the
+   control's answers of that task and repeat) sits far below the same task's other
+   repeats, which agree with each other. Those answers never saw a compressed prompt, so
+   dropping the pair is a random drop as far as compression is concerned; keeping it
+   only lets the compressed answer read above 100 %.
+2. **one lone compressed derail** — a compressed reading below half its reference while
+   the task's other (at least two) repeats keep >= 80 % of theirs. Only when the arm has
+   exactly one: two or more may be compression making answers derail, and are all kept.
+
+Measured, not assumed (`bench/bench_simulation.py`, each arm alone at 20 x 3, 2,000
+calibrations per world): a lossless arm is held 64-77 % of the time instead of 36-53 %,
+and an arm at true 0.94 against a 0.95 tolerance is applied in at most 4.2 % — also where
+compression's only harm is extra derails or per-answer losses (3.8 % and 3.4 %).
+Forgiving two lone derails applied that arm in 10.6 % where harm is extra derails; the
+compressed side alone (without step 1) in 5.1 % with a noisy judge. A task with a single
+repeat has nothing to compare with: nothing is set aside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from tokenlens.decision.grades import ArmPairs
+
+#: A compressed reading below this share of its reference looks derailed ...
+DERAILED = 0.5
+#: ... when the task's other repeats of the arm keep at least this share of theirs.
+KEPT = 0.8
+#: An uncompressed reference below this share of its task's other references (which are
+#: all within KEPT of their median) holds a derailed uncompressed answer: one derailed
+#: answer of the two it averages pulls it to about 0.55-0.6 of the others.
+REFERENCE_LOW = 0.6
+#: Repeats a task needs before any of its readings can be told apart from the others.
+MIN_REPEATS = 3
+
+
+def set_aside(pairs: ArmPairs) -> ArmPairs:
+    """`pairs` without its uncompressed derails and its one lone compressed derail."""
+    return _without_lone_compressed_derail(_without_uncompressed_derails(pairs))
+
+
+def _others(pairs: ArmPairs) -> np.ndarray:
+    """A boolean matrix: [i, j] when pair j is another repeat of pair i's task."""
+    same = pairs.task[:, None] == pairs.task[None, :]
+    np.fill_diagonal(same, False)
+    return same
+
+
+def _without_uncompressed_derails(pairs: ArmPairs) -> ArmPairs:
+    if pairs.n_pairs < MIN_REPEATS:
+        return pairs
+    others = _others(pairs)
+    ref = pairs.reference
+    drop = np.zeros(pairs.n_pairs, dtype=bool)
+    for i in np.flatnonzero(others.sum(axis=1) >= MIN_REPEATS - 1):
+        rest = ref[others[i]]
+        middle = float(np.median(rest))
+        drop[i] = ref[i] < REFERENCE_LOW * middle and bool(np.all(rest >= KEPT * middle))
+    return _keep(pairs, ~drop)
+
+
+def _without_lone_compressed_derail(pairs: ArmPairs) -> ArmPairs:
+    if pairs.n_pairs < MIN_REPEATS:
+        return pairs
+    kept = pairs.comp / np.maximum(pairs.reference, 1e-9)
+    repeats = np.bincount(pairs.task)[pairs.task]
+    fine = np.bincount(pairs.task, weights=kept >= KEPT)[pairs.task]
+    lone = np.flatnonzero((kept < DERAILED) & (repeats >= MIN_REPEATS) & (fine == repeats - 1))
+    if lone.size != 1:
+        return pairs
+    return _keep(pairs, np.arange(pairs.n_pairs) != lone[0])
+
+
+def _keep(pairs: ArmPairs, keep: np.ndarray) -> ArmPairs:
+    if keep.all():
+        return pairs
+    return replace(
+        pairs,
+        task=pairs.task[keep],
+        comp=pairs.comp[keep],
+        clear=pairs.clear[keep],
+        reference=pairs.reference[keep],
+        capped=pairs.capped[keep],
+    )
