@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -33,6 +35,15 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     return len(_encoding().encode(text, disallowed_special=()))
+
+
+def estimate_tokens_sum(texts: Iterable[str]) -> int:
+    """``sum(estimate_tokens(t) for t in texts)``, encoding each distinct text once.
+
+    Exact: a repeated text (a quoted reply, a footer, a paragraph pasted twice) counts its
+    tokens once per occurrence, but is tokenized once.
+    """
+    return sum(n * estimate_tokens(text) for text, n in Counter(texts).items())
 
 
 def bundled_cl100k_file() -> Path:

@@ -105,7 +105,8 @@ def segment(text: str) -> list[Block]:
     """Cut `text` into typed blocks whose concatenation is `text`, byte for byte.
 
     Lines that open a block (blank lines, fences, headings, tag lines) are found and typed
-    first; the runs of lines between them are paragraphs, classified as a whole.
+    first; the runs of lines between them are paragraphs, classified as a whole, once per
+    distinct paragraph text in the call.
     """
     lines = text.splitlines(keepends=True)
     n = len(lines)
@@ -114,6 +115,7 @@ def segment(text: str) -> list[Block]:
     get = openers.get
     blocks: list[Block] = []
     append = blocks.append
+    made: dict[str, list[Block]] = {}  # a paragraph's blocks, by its text: it may repeat
     i = 0
     while i < n:
         opener = get(i)
@@ -128,10 +130,13 @@ def segment(text: str) -> list[Block]:
             end = starters[following] if following < len(starters) else n
             paragraph = lines[i:end]
             body = "".join(paragraph)
-            if "|" in body:  # may hold a table (its delimiter row has a pipe)
-                blocks.extend(_split_paragraph(paragraph))
-            else:
-                append(Block(_classify(body, paragraph), body))
+            found = made.get(body)
+            if found is None:  # (the same text splits into the same lines: same blocks)
+                if "|" in body:  # may hold a table (its delimiter row has a pipe)
+                    found = made[body] = _split_paragraph(paragraph)
+                else:
+                    found = made[body] = [Block(_classify(body, paragraph), body)]
+            blocks.extend(found)
             i = end
         elif opener is _HEADING_LINE:
             append(Block("heading", lines[i]))

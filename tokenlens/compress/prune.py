@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import compress
-from typing import TYPE_CHECKING, NamedTuple
+from itertools import chain, compress
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
 from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
-from tokenlens.tokens import estimate_tokens
+from tokenlens.tokens import estimate_tokens, estimate_tokens_sum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]*$")
 QUESTION_TERM_BONUS = 4.0
 QUESTION_SENTENCE_BONUS = 1.5
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=65536)
@@ -93,14 +94,15 @@ def apply_prune(
     """
     if blocks is None:
         blocks = segment(text)
-    lines_of = {i: split_lines(b.text) for i, b in enumerate(blocks) if b.eligible}
+    split = _once_per_distinct(split_lines)
+    lines_of = {i: split(b.text) for i, b in enumerate(blocks) if b.eligible}
     if not lines_of:
         return text
     import numpy as np  # here, not at import: the proxy starts without numpy
 
-    found = _collect_words(lines_of, question)
-    budget = rate * sum(estimate_tokens(blocks[i].text) for i in lines_of)
-    spent = sum(_prefix_cost(line.prefix) for lines in lines_of.values() for line in lines)
+    found = _collect_words([line for lines in lines_of.values() for line in lines], question)
+    budget = rate * estimate_tokens_sum(blocks[i].text for i in lines_of)
+    spent = sum(map(_prefix_cost, found.prefixes))
     keep = found.protected.copy()
     spent += int(found.cost[keep].sum())
     # Best score first, ties in text order (a stable sort of the negated scores), then as
@@ -110,38 +112,56 @@ def apply_prune(
     candidates = order[~found.protected[order]]
     running = spent + np.cumsum(found.cost[candidates])
     keep[candidates[: int(np.searchsorted(running, budget, side="right"))]] = True
-    return rebuild(blocks, _rewrite(blocks, lines_of, found, keep.tolist()))
+    return rebuild(blocks, _rewrite(blocks, lines_of, found, keep))
+
+
+def _once_per_distinct(fn: Callable[[str], T]) -> Callable[[str], T]:
+    """`fn`, called once per distinct text: a text that repeats (a pasted paragraph, a
+    quoted reply, a footer) gets the same result object again. For one call of
+    `apply_prune`: the results are shared, never changed."""
+    done: dict[str, T] = {}
+
+    def once(text: str) -> T:
+        if text in done:
+            return done[text]
+        result = done[text] = fn(text)
+        return result
+
+    return once
 
 
 @dataclass
 class _Words:
     """Every word of the eligible lines, in text order (one array row per word), and where
-    each line's words start and end in them."""
+    each line's words start and end in them (lines in text order, counted over all the
+    eligible blocks)."""
 
     text: list[str]
     cost: np.ndarray
     protected: np.ndarray
     score: np.ndarray
-    spans: dict[tuple[int, int], tuple[int, int]]  # (block, line) -> [start, end) of its words
+    starts: np.ndarray  # per line: index of its first word
+    ends: np.ndarray  # per line: index after its last word (== start: no words)
+    prefixes: list[str]  # per line
 
 
-def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Words:
+def _collect_words(lines: list[Line], question: str | None) -> _Words:
     import numpy as np
 
-    texts: list[str] = []
-    spans: dict[tuple[int, int], tuple[int, int]] = {}
-    for b, lines in lines_of.items():
-        for n, line in enumerate(lines):
-            found = lexicon.word_texts(line.content)
-            if found:
-                spans[(b, n)] = (len(texts), len(texts) + len(found))
-                texts += found
+    found = list(map(_once_per_distinct(lexicon.word_texts), [line.content for line in lines]))
+    ends = np.cumsum(np.fromiter(map(len, found), np.intp, len(found)))
+    starts = ends - np.fromiter(map(len, found), np.intp, len(found))
+    texts = list(chain.from_iterable(found))
     # The facts of each distinct word, once; then per word by its index (numpy gathers).
-    distinct = list(dict.fromkeys(texts))
+    # `first` maps a word to where it first occurs, in one pass of `setdefault`; its keys
+    # are the distinct words in text order, its values their first positions.
+    first: dict[str, int] = {}
+    seen_at = np.fromiter(map(first.setdefault, texts, range(len(texts))), np.intp, len(texts))
+    distinct = list(first)
+    rank = np.empty(len(texts), dtype=np.intp)
+    rank[np.fromiter(first.values(), np.intp, len(first))] = np.arange(len(first))
+    word_id = rank[seen_at]
     facts = [_facts(word) for word in distinct]
-    word_id = np.fromiter(
-        map({w: i for i, w in enumerate(distinct)}.__getitem__, texts), np.intp, len(texts)
-    )
     terms = list(dict.fromkeys(f.term for f in facts))
     term_index = {t: i for i, t in enumerate(terms)}
     term_of = np.fromiter((term_index[f.term] for f in facts), np.intp, len(facts))
@@ -154,7 +174,7 @@ def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Wo
     entity = column(f.entity for f in facts).astype(bool)
     initial = np.empty(len(texts), dtype=bool)
     initial[1:] = ends_sentence[:-1]
-    initial[[start for start, _ in spans.values()]] = True  # a line starts a sentence
+    initial[starts[ends > starts]] = True  # a line (with words) starts a sentence
 
     counts = np.bincount(term_w, minlength=len(terms))
     total = max(len(texts), 1)
@@ -185,7 +205,8 @@ def _collect_words(lines_of: dict[int, list[Line]], question: str | None) -> _Wo
         entity
         & (~initial | column(f.capitals for f in facts).astype(bool) | midsentence_caps[bare_w])
     )
-    return _Words(texts, column(f.cost for f in facts), protected, scores, spans)
+    prefixes = [line.prefix for line in lines]
+    return _Words(texts, column(f.cost for f in facts), protected, scores, starts, ends, prefixes)
 
 
 def _sentence_bonuses(initial: np.ndarray, stem: np.ndarray, q_stems: int) -> np.ndarray:
@@ -205,20 +226,27 @@ def _sentence_bonuses(initial: np.ndarray, stem: np.ndarray, q_stems: int) -> np
 
 
 def _rewrite(
-    blocks: list[Block], lines_of: dict[int, list[Line]], found: _Words, keep: list[bool]
+    blocks: list[Block], lines_of: dict[int, list[Line]], found: _Words, keep: np.ndarray
 ) -> dict[int, str]:
+    import numpy as np
+
+    # The kept words in text order, and where each line's kept words start and end in them.
+    kept = list(compress(found.text, keep.tolist()))
+    kept_before = np.concatenate(([0], np.cumsum(keep))).tolist()
+    starts, ends = found.starts.tolist(), found.ends.tolist()
     replaced: dict[int, str] = {}
+    n = 0  # the line's index over all eligible lines
     for b, lines in lines_of.items():
         out: list[str] = []
-        for n, line in enumerate(lines):
-            span = found.spans.get((b, n))
-            if span is None:  # no words: the line stays as it was
+        for line in lines:
+            start, end = starts[n], ends[n]
+            n += 1
+            if start == end:  # no words: the line stays as it was
                 out.append(line.prefix + line.content + line.ending)
                 continue
-            start, end = span
-            kept = list(compress(found.text[start:end], keep[start:end]))
-            if kept:
-                out.append(line.prefix + " ".join(kept) + line.ending)
+            first, last = kept_before[start], kept_before[end]
+            if last > first:
+                out.append(line.prefix + " ".join(kept[first:last]) + line.ending)
         text = "".join(out)
         if text and not text.endswith(("\n", "\r")) and blocks[b].text.endswith("\n"):
             text += "\n"
