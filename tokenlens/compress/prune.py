@@ -232,21 +232,19 @@ def _rewrite(
 
     # The kept words in text order, and where each line's kept words start and end in them.
     kept = list(compress(found.text, keep.tolist()))
-    kept_before = np.concatenate(([0], np.cumsum(keep))).tolist()
-    starts, ends = found.starts.tolist(), found.ends.tolist()
+    kept_before = np.concatenate(([0], np.cumsum(keep)))
+    firsts, lasts = kept_before[found.starts].tolist(), kept_before[found.ends].tolist()
+    had_words = (found.ends > found.starts).tolist()
     replaced: dict[int, str] = {}
     n = 0  # the line's index over all eligible lines
     for b, lines in lines_of.items():
         out: list[str] = []
         for line in lines:
-            start, end = starts[n], ends[n]
+            if not had_words[n]:  # no words: the line stays as it was
+                out += line  # (its prefix, content and ending)
+            elif lasts[n] > firsts[n]:
+                out += (line.prefix, " ".join(kept[firsts[n] : lasts[n]]), line.ending)
             n += 1
-            if start == end:  # no words: the line stays as it was
-                out.append(line.prefix + line.content + line.ending)
-                continue
-            first, last = kept_before[start], kept_before[end]
-            if last > first:
-                out.append(line.prefix + " ".join(kept[first:last]) + line.ending)
         text = "".join(out)
         if text and not text.endswith(("\n", "\r")) and blocks[b].text.endswith("\n"):
             text += "\n"

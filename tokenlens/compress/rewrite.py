@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from tokenlens.compress.blocks import Block
+from tokenlens.compress.blocks import BLANK, Block
 
 _LINE_PREFIX = re.compile(r"^[ \t]*(?:>[ \t]?)*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+)?")
 #: The characters a non-empty `_LINE_PREFIX` match can start with, besides a digit.
@@ -52,20 +52,21 @@ def rebuild(blocks: Sequence[Block], replaced: Mapping[int, str]) -> str:
     last_blank_index: int | None = None
     for index, block in enumerate(blocks):
         text = replaced.get(index, block.text)
-        if block.is_blank:
+        if block.kind == BLANK:
             if last_blank_index is not None and last_blank_index == len(pieces) - 1:
                 continue  # the paragraph between two blanks went away
             pieces.append(text)
             last_blank_index = len(pieces) - 1
             continue
-        if not text.strip():
+        if not text or text.isspace():  # (`not text.strip()`, without a copy)
             continue
         pieces.append(text)
-    while pieces and not pieces[0].strip():
+    while pieces and (not pieces[0] or pieces[0].isspace()):
         pieces.pop(0)
     result = "".join(pieces)
-    original = "".join(block.text for block in blocks)
-    if not original.endswith("\n"):
+    # Does the original text (the blocks' texts joined) end with "\n"?
+    last = next((block.text for block in reversed(blocks) if block.text), "")
+    if not last.endswith("\n"):
         result = result.rstrip("\r\n")
     return result
 
