@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -53,6 +54,27 @@ def plot_images(curve: Curve, policy: Policy) -> tuple[bytes, str]:
     return png.getvalue(), text[text.index("<svg") :]
 
 
+@dataclass
+class _Marks:
+    """One panel's points of one status colour, drawn as one artist each."""
+
+    #: (x, y, distance to the lower bound, to the upper bound)
+    bounded: list[tuple[float, float, float, float]] = field(default_factory=list)
+    #: (x, y) with no bounds
+    bare: list[tuple[float, float]] = field(default_factory=list)
+    #: (x, per-pair mean retention)
+    per_pair: list[tuple[float, float]] = field(default_factory=list)
+
+    def draw(self, ax: Any, colour: str) -> None:
+        if self.bounded:
+            x, y, down, up = zip(*self.bounded, strict=True)
+            ax.errorbar(x, y, yerr=[down, up], fmt="o", color=colour, capsize=3, clip_on=False)
+        for points, marker in ((self.bare, "o"), (self.per_pair, "x")):
+            if points:
+                x, y = zip(*points, strict=True)
+                ax.plot(x, y, marker, color=colour, ms=5, clip_on=False)
+
+
 def _pct(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else 100.0 * float(value)
 
@@ -80,11 +102,30 @@ def curve_figure(curve: Curve, policy: Policy) -> Figure:
         wspace=0.28,
         hspace=0.5,
     )
-    axes = fig.subplots(nrows, cols, squeeze=False)
-    for index, name in enumerate(names):
-        _panel(axes[index // cols][index % cols], curve, policy, name)
-    for index in range(len(names), nrows * cols):
-        axes[index // cols][index % cols].set_visible(False)
+    grid = fig.add_gridspec(nrows, cols)
+    for index, name in enumerate(names):  # a panel per name, no empty axes after them
+        _panel(fig.add_subplot(grid[index // cols, index % cols]), curve, policy, name)
+    # What every panel shares is said once for the figure: the axis titles and the
+    # legend of the reference lines (one text each, not one per panel: every text costs
+    # its layout and glyphs at each of the two renderings).
+    fig.supxlabel("token reduction %", fontsize=8, y=0.08 / height, va="bottom")
+    fig.supylabel(
+        "retention % (o pooled, 95% bounds; x per-pair)", fontsize=7, x=0.08 / width, ha="left"
+    )
+    lines: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            lines.setdefault(label, handle)
+    if lines:
+        fig.legend(
+            list(lines.values()),
+            list(lines),
+            loc="lower right",
+            bbox_to_anchor=(1 - 0.15 / width, 0.0),
+            ncols=len(lines),
+            fontsize=7,
+            frameon=False,
+        )
     return fig
 
 
@@ -96,30 +137,23 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
     unmeasured: list[str] = []
     reductions = [v for v in (_pct(x) for x in arms["reduction"]) if v is not None]
     x_max = min(100.0, max([*reductions, 5.0]) + 8.0)
+    marks: dict[str, _Marks] = {}
     for position, r in enumerate(arms.itertuples(index=False)):
         y = _pct(r.retention)
         if y is None:
             unmeasured.append(arm_label(str(r.arm)))
             continue
         x = _pct(r.reduction) or 0.0
-        colour = _STATUS_COLOUR.get(str(r.status), "#555555")
+        group = marks.setdefault(_STATUS_COLOUR.get(str(r.status), "#555555"), _Marks())
         low, high = _pct(r.retention_low), _pct(r.retention_high)
         if low is not None and high is not None:
-            ax.errorbar(
-                [x],
-                [y],
-                yerr=[[y - low], [high - y]],
-                fmt="o",
-                color=colour,
-                capsize=3,
-                clip_on=False,
-            )
+            group.bounded.append((x, y, y - low, high - y))
             shown += [low, high]
         else:
-            ax.plot([x], [y], "o", color=colour, ms=5, clip_on=False)
+            group.bare.append((x, y))
         per_pair = _pct(r.retention_mean)
         if per_pair is not None:
-            ax.plot([x], [min(per_pair, 100.0)], "x", color=colour, ms=5, clip_on=False)
+            group.per_pair.append((x, min(per_pair, 100.0)))
             shown.append(min(per_pair, 100.0))
         shown.append(y)
         right_half = x > 0.5 * x_max  # label towards the middle, so it is not cut off
@@ -132,6 +166,8 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
             textcoords="offset points",
             ha="right" if right_half else "left",
         )
+    for colour, group in marks.items():  # one artist per status colour, not one per arm
+        group.draw(ax, colour)
     ax.axhline(100 * curve.tolerance, color="#1565c0", ls=":", lw=1, label="tolerance")
     bars = rows["bar"].dropna()
     if curve.mode == "mean" and len(bars):
@@ -140,10 +176,10 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
     title = "all classes (default)" if name == ALL_CLASSES else name
     mark = entry.mark if entry is not None else ""
     floor_text = f", floor {100 * float(floor.iloc[0]):.1f}%" if len(floor) else ""
-    ax.set_title(f"{mark} {title}{floor_text}", fontsize=10)
+    # y fixed at the top (where matplotlib puts it with no ticks on top): an automatic
+    # title position measures every y tick label at every draw.
+    ax.set_title(f"{mark} {title}{floor_text}", fontsize=10, y=1.0)
     ax.set_xlim(0.0, x_max)
-    ax.set_xlabel("token reduction %", fontsize=8)
-    ax.set_ylabel("retention % (o pooled, 95% bounds; x per-pair)", fontsize=7)
     ax.set_ylim(max(0.0, min(shown) - 8.0), 100.0)
     ax.tick_params(labelsize=7)
     if unmeasured:
@@ -156,4 +192,3 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
             fontsize=7,
             color="#555555",
         )
-    ax.legend(fontsize=6, loc="lower left")
