@@ -279,12 +279,12 @@ def _classify(text: str, lines: Sequence[str]) -> str:
             return "code"
         return "json"
     needed = n + (n == 1)
-    if not any(_ANY_HEAD.match(line) for line in lines):  # the usual prose paragraph
+    if not any(map(_ANY_HEAD.match, lines)):  # the usual prose paragraph
         if "<" in stripped:
             tags = _HTML_TAG.findall(stripped)
             if len(tags) >= 2 and any(name.lower() in _HTML_TAGS for _, name in tags):
                 return "html"
-        codey = sum(1 for line in lines if _ends_like_code(line))
+        codey = sum(map(_ends_like_code, lines))
         if codey * 2 >= needed or len(_SYMBOLS.findall(stripped)) / len(stripped) > 0.12:
             return "code"
         return "prose"
