@@ -77,9 +77,9 @@ def distinct_corpus(target_bytes: int) -> str:
     return "\n".join(lines)
 
 
-def body_of_tokens(tokens: int) -> dict[str, object]:
-    """A Messages body whose context is the first paragraphs of the corpus, ~`tokens` long."""
-    paragraphs = corpus(8 * tokens).split("\n\n")
+def body_of_tokens(tokens: int, source: Callable[[int], str] = corpus) -> dict[str, object]:
+    """A Messages body whose context is the first paragraphs of `source`, ~`tokens` long."""
+    paragraphs = source(8 * tokens).split("\n\n")
     kept: list[str] = []
     count = 0
     while count < tokens:
@@ -193,13 +193,16 @@ def _latencies(
 
 
 def by_size(sizes: list[int], repeats: int) -> None:
-    """`compress_request` p50/p99 per size for the proxy's arms, and the growth exponent."""
-    bodies = {size: body_of_tokens(size) for size in sizes}
+    """`compress_request` p50/p99 per size for the proxy's arms, and the growth exponent;
+    then `prune@0.5` again on bodies cut from `distinct_corpus` (no paragraph repeats)."""
     settings = CompressSettings()
     print(f"\ncompress_request by request size (tokens; {repeats} calls per cell):")
     header = "".join(f"{f'{size:,} tok':>22}" for size in sizes)
     print(f"  {'arm':<12}{header}   exponent (p50)   MB/s at {sizes[-1]:,}")
-    for key in SIZED_ARMS:
+    rows = [(key, corpus, "") for key in SIZED_ARMS]
+    rows.append(("prune@0.5", distinct_corpus, "  (no paragraph repeats)"))
+    for key, source, note in rows:
+        bodies = {size: body_of_tokens(size, source) for size in sizes}
         arm = Arm.parse(key)
         cells: list[str] = []
         medians: list[float] = []
@@ -213,7 +216,7 @@ def by_size(sizes: list[int], repeats: int) -> None:
         exponent = _exponent(sizes, medians)
         rate = _context_bytes(bodies[sizes[-1]]) / 1e6 / (medians[-1] / 1000.0)
         row = "".join(f"{c:>22}" for c in cells)
-        print(f"  {key:<12}{row}   {exponent:14.2f}   {rate:10.1f}")
+        print(f"  {key:<12}{row}   {exponent:14.2f}   {rate:10.1f}{note}")
     print("  (cells: p50 / p99; exponent: slope of log p50 over log tokens, 1.0 = linear)")
 
 

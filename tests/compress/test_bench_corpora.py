@@ -4,7 +4,8 @@
 measured on (a megabyte of markdown, the same with no paragraph repeated, and the
 2k/20k/100k-token request bodies), so a speedup is checked on the very input it was
 timed on. The digests were computed with the code before the issue-27 speed work
-(commit 842c119). Regenerate only for an intended output change, saying why:
+(commit 842c119; the no-repeat request bodies' digests too, computed with that code's
+`tokenlens`). Regenerate only for an intended output change, saying why:
 ``python tests/compress/test_bench_corpora.py --write``.
 """
 
@@ -68,13 +69,20 @@ def text_digest(corpus: str, rung: str) -> str:
     return _sha(RUNGS[rung](_texts()[corpus], _bench().QUESTION))
 
 
-def request_digest(size: int, arm: str) -> str:
-    return _sha(compress_request(_bench().body_of_tokens(size), Arm.parse(arm)).body)
+def request_digest(size: int, arm: str, source: str = "corpus") -> str:
+    bench = _bench()
+    body = bench.body_of_tokens(size, bench.corpus if source == "corpus" else bench.distinct_corpus)
+    return _sha(compress_request(body, Arm.parse(arm)).body)
 
 
 def digests() -> dict[str, str]:
     out = {f"{c} {r}": text_digest(c, r) for c in ("corpus", "distinct") for r in RUNGS}
     out |= {f"request {s} {a}": request_digest(s, a) for s in SIZES for a in REQUEST_ARMS}
+    out |= {
+        f"distinct request {s} {a}": request_digest(s, a, "distinct")
+        for s in SIZES
+        for a in REQUEST_ARMS
+    }
     return out
 
 
@@ -98,6 +106,8 @@ def test_compress_request_writes_the_pinned_body_at_each_bench_size(
     size: int, arm: str, pins: dict[str, str]
 ) -> None:
     assert request_digest(size, arm) == pins[f"request {size} {arm}"], f"{arm} at {size} changed"
+    found = request_digest(size, arm, "distinct")
+    assert found == pins[f"distinct request {size} {arm}"], f"{arm} at {size}, no repeats, changed"
 
 
 def test_the_distinct_corpus_repeats_no_eligible_paragraph() -> None:
