@@ -28,6 +28,7 @@ repeat has nothing to compare with: nothing is set aside.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -51,23 +52,32 @@ def set_aside(pairs: ArmPairs) -> ArmPairs:
     return _without_lone_compressed_derail(_without_uncompressed_derails(pairs))
 
 
-def _others(pairs: ArmPairs) -> np.ndarray:
-    """A boolean matrix: [i, j] when pair j is another repeat of pair i's task."""
-    same = pairs.task[:, None] == pairs.task[None, :]
-    np.fill_diagonal(same, False)
-    return same
-
-
 def _without_uncompressed_derails(pairs: ArmPairs) -> ArmPairs:
     if pairs.n_pairs < MIN_REPEATS:
         return pairs
-    others = _others(pairs)
-    ref = pairs.reference
+    # one row per task, its references in columns (NaN-padded): a task has a few repeats,
+    # so "every other repeat" is one masked column at a time, vectorised over tasks
+    order = np.argsort(pairs.task, kind="stable")
+    task = pairs.task[order]
+    starts = np.flatnonzero(np.r_[True, task[1:] != task[:-1]])
+    sizes = np.diff(np.r_[starts, task.size])
+    row = np.repeat(np.arange(starts.size), sizes)
+    col = np.arange(task.size) - starts[row]
+    grid = np.full((starts.size, int(sizes.max())), np.nan)
+    grid[row, col] = pairs.reference[order]
     drop = np.zeros(pairs.n_pairs, dtype=bool)
-    for i in np.flatnonzero(others.sum(axis=1) >= MIN_REPEATS - 1):
-        rest = ref[others[i]]
-        middle = float(np.median(rest))
-        drop[i] = ref[i] < REFERENCE_LOW * middle and bool(np.all(rest >= KEPT * middle))
+    for j in range(grid.shape[1]):
+        rest = grid.copy()
+        rest[:, j] = np.nan
+        enough = np.sum(~np.isnan(rest), axis=1) >= MIN_REPEATS - 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: too few anyway
+            middle = np.nanmedian(rest, axis=1)
+        with np.errstate(invalid="ignore"):
+            agree = np.all(np.isnan(rest) | (rest >= KEPT * middle[:, None]), axis=1)
+            low = grid[:, j] < REFERENCE_LOW * middle
+        at = (col == j) & (enough & agree & low)[row]
+        drop[order[at]] = True
     return _keep(pairs, ~drop)
 
 
