@@ -13,7 +13,9 @@ a line whose words all go is removed.
 
 Speed: a word's facts are computed once per distinct word; scores, protection and the
 greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
-starts without it). Ties keep text order, as the stable sort always did.
+starts without it). Ties keep text order, as the stable sort always did. Within a call,
+a repeated block is tokenized for the budget and split into lines once, and a repeated
+line split into words once (exact: the same text gives the same result).
 """
 
 from __future__ import annotations
