@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -294,3 +294,88 @@ def test_a_failed_journal_write_fails_every_put_of_its_batch(
     in_parallel(put, 6)
     assert len(failures) == 6 and all("Input/output error" in str(e) for e in failures)
     assert len(ledger) == 0  # nothing unsynced is served as paid
+
+
+def test_compaction_keeps_what_it_wrote_instead_of_parsing_its_own_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tokenlens.ledger_store as ledger_store
+
+    crashed = Ledger(tmp_path)  # another writer's journal, never compacted
+    client = CountingClient()
+    req = request("theirs")
+    crashed.put("theirs", kind="answer", client="c", request=req, completion=client.complete(req))
+    ledger = Ledger(tmp_path)
+    for i in range(3):
+        req = request(f"q{i}")
+        ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+    parsed: list[Path] = []
+    real_read = ledger_store._read_journal
+
+    def read_journal(path: Path) -> Iterator[ledger_store.CallRecord]:
+        parsed.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(ledger_store, "_read_journal", read_journal)
+    table = pq.read_table(ledger.compact())
+    assert sorted(table.column("key").to_pylist()) == ["k0", "k1", "k2", "theirs"]
+    assert len(parsed) == 1 and parsed[0] != ledger._store._journal  # type: ignore[attr-defined]
+    assert not list(tmp_path.glob("journal-*.jsonl"))
+    # Calls stored after a compaction go to a fresh journal, and into the next table.
+    req = request("after")
+    ledger.put("after", kind="answer", client="c", request=req, completion=client.complete(req))
+    ledger.compact()
+    assert len(Ledger(tmp_path)) == 5 and not list(tmp_path.glob("journal-*.jsonl"))
+
+
+def test_after_a_failed_journal_write_compaction_reads_the_journal_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails after its line reached the file: the line is on disk though its
+    put failed, so compaction can only learn what the journal holds by reading it."""
+    import tokenlens.ledger_store as ledger_store
+    from tokenlens.ledger_store import LedgerError
+
+    ledger = Ledger(tmp_path)
+    client = CountingClient()
+    req = request("ok")
+    ledger.put("ok", kind="answer", client="c", request=req, completion=client.complete(req))
+    real_fsync = ledger_store.os.fsync
+
+    def broken_fsync(fd: int) -> None:
+        real_fsync(fd)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(ledger_store.os, "fsync", broken_fsync)
+    req = request("torn")
+    with pytest.raises(LedgerError):
+        ledger.put("torn", kind="answer", client="c", request=req, completion=client.complete(req))
+    monkeypatch.setattr(ledger_store.os, "fsync", real_fsync)
+    assert "torn" not in ledger
+    table = pq.read_table(ledger.compact())
+    assert sorted(table.column("key").to_pylist()) == ["ok", "torn"]  # nothing paid is lost
+
+
+def test_compaction_with_no_journal_left_leaves_the_table_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rerun that paid nothing: every record is already in the table, which compaction
+    used to parse and rewrite all the same."""
+    import tokenlens.ledger_store as ledger_store
+
+    ledger = Ledger(tmp_path)
+    client = CountingClient()
+    for i in range(2):
+        req = request(f"q{i}")
+        ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+    path = ledger.compact()
+    written = (tmp_path / "calls.parquet").stat()
+
+    def no_rewrite(records: object) -> bytes:
+        raise AssertionError("the table was rewritten")
+
+    monkeypatch.setattr(ledger_store, "table_bytes", no_rewrite)
+    rerun = Ledger(tmp_path)
+    assert rerun.compact() == path
+    assert (tmp_path / "calls.parquet").stat().st_mtime_ns == written.st_mtime_ns
+    assert len(Ledger(tmp_path)) == 2
