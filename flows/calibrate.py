@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 from prefect.states import Cancelled
 from prefect.utilities.annotations import opaque
 
@@ -53,12 +54,14 @@ from tokenlens.calibration.runner import Progress
 from tokenlens.calibration.runs import finish_run
 from tokenlens.calibration.session import estimate_spend, open_calibration
 from tokenlens.calibration.shards import reopen_ledger
+from tokenlens.calibration.stage_pay import Compressions
 from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import spend_line
 from tokenlens.calibration.warmup import warm_compression, warm_publishing
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
 from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.ledger import LedgerView
 from tokenlens.report import seed_lines
 from tokenlens.tables import CompressionRow, GradeRow, TaskRow
 from tokenlens.tasks import CalibrationTask
@@ -107,7 +110,7 @@ def compress_arms(cal: Calibration, tasks: list[CalibrationTask]) -> list[Compre
 def answer_and_judge(
     cal: Calibration,
     tasks: list[CalibrationTask],
-    compressions: list[CompressionRow],
+    compressions: Compressions,
     on_started: Callable[[], None] | None = None,
 ) -> list[GradeRow]:
     """Obtain the cleartext, control and compressed answers and grade each pair as soon as
@@ -255,11 +258,13 @@ def _run(  # the run once opened: every stage, then the result
     )
     try:
         load_tasks(_as_is(cal), _as_is(selected))
-        compressions = compress_arms(_as_is(cal), _as_is(selected))
-        unavailable = stages.unavailable_arms(compressions)
-        for arm, reason in unavailable.items():
-            logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
-        side = _SideWork(cal, selected, compressions, logger)
+        # Compression runs beside the pay stage: the cleartext and control answers need no
+        # compressed body, so they are asked meanwhile (the arms' join once it is done).
+        compressing = _concurrent(compress_arms.submit(_as_is(cal), _as_is(selected)))
+        side = _SideWork(cal, selected, compressing, logger)
+        overlapped = fan_out is None and config.design != "sequential"
+        if not overlapped:
+            unavailable = _unavailable(compressing.result(), logger)
         shard_runs: list[ShardRun] = []
         if fan_out is not None:
             side.start()
@@ -268,12 +273,17 @@ def _run(  # the run once opened: every stage, then the result
         try:
             if config.design == "sequential":
                 side.start()
-                rounds = sample_in_rounds(_as_is(cal), _as_is(selected), _as_is(compressions))
+                rounds = sample_in_rounds(
+                    _as_is(cal), _as_is(selected), _as_is(compressing.result())
+                )
                 grades, curve = rounds.grades, rounds.curve
             else:
+                paying: Compressions = compressing if overlapped else compressing.result()
                 grades = answer_and_judge(
-                    _as_is(cal), _as_is(selected), _as_is(compressions), _as_is(side.start)
+                    _as_is(cal), _as_is(selected), _as_is(paying), _as_is(side.start)
                 )
+                if overlapped:
+                    unavailable = _unavailable(compressing.result(), logger)
         except SpendLimitReached as exc:
             publish_spend(cal, side.estimate())
             carried = publish_carried(
@@ -327,17 +337,41 @@ def _run(  # the run once opened: every stage, then the result
     )
 
 
+def _unavailable(compressions: list[CompressionRow], logger: Any) -> dict[str, str]:
+    """The arms that could not run here, each logged as a warning."""
+    unavailable = stages.unavailable_arms(compressions)
+    for arm, reason in unavailable.items():
+        logger.warning("arm %s is unavailable here and was not measured: %s", arm, reason)
+    return unavailable
+
+
+def _concurrent(running: PrefectFuture[T]) -> Future[T]:
+    """A submitted task run's outcome as a plain `concurrent.futures.Future`: what the pay
+    stage (which knows nothing of Prefect) waits on beside its calls."""
+    outcome: Future[T] = Future()
+
+    def copy(done: PrefectFuture[T]) -> None:
+        try:
+            outcome.set_result(done.result())
+        except BaseException as exc:
+            outcome.set_exception(exc)
+
+    running.add_done_callback(copy)
+    return outcome
+
+
 class _SideWork:
     """What the run does while its calls are in flight: the spend estimate (from what the
-    ledger held before paying; logged when ready) and loading what publishing needs
-    (`warmup`). Started once the first calls are out, so it does not hold the interpreter
-    while the stream is set up; `estimate()` starts it if nothing did."""
+    ledger held before paying, once the compressions are in; logged when ready) and
+    loading what publishing needs (`warmup`). Started once the first calls are out, so it
+    does not hold the interpreter while the stream is set up; `estimate()` starts it if
+    nothing did."""
 
     def __init__(
         self,
         cal: Calibration,
         tasks: list[CalibrationTask],
-        compressions: list[CompressionRow],
+        compressions: Future[list[CompressionRow]],
         logger: Any,
     ):
         self._plan_args = (cal, tasks, compressions, cal.calls.ledger.snapshot())
@@ -347,7 +381,7 @@ class _SideWork:
     def start(self) -> None:
         if self._planned is not None:
             return
-        self._planned = _on_the_side(estimate_spend, *self._plan_args)
+        self._planned = _on_the_side(_estimate, *self._plan_args)
         self._planned.add_done_callback(self._log)
         _on_the_side(warm_publishing)
 
@@ -360,6 +394,15 @@ class _SideWork:
     def _log(self, done: Future[CallPlan]) -> None:
         if done.exception() is None:
             self._logger.info("spend estimate: %s", done.result().describe())
+
+
+def _estimate(
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: Future[list[CompressionRow]],
+    known: LedgerView,
+) -> CallPlan:
+    return estimate_spend(cal, tasks, compressions.result(), known)
 
 
 def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:

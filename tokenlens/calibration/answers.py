@@ -34,17 +34,19 @@ def answer_requests(
     config: CalibrationConfig,
     model: str,
     tasks: list[CalibrationTask],
-    compressions: list[CompressionRow],
+    compressions: list[CompressionRow] | None,
 ) -> AnswerPlan:
-    """The request of every answer cell of a run with `config` (its seed is the sample's).
+    """The request of every answer cell of a run with `config` (its seed is the sample's);
+    with `compressions` None, of the cells that need no compressed body (cleartext and
+    control), which can be asked while the arms are compressed.
 
     On the local backend every request, the cleartext's and each arm's alike, ends with
     the brief-answer instruction (`tokenlens.models.local.brief_answer`)."""
     from tokenlens.models.local import brief_answer
 
     brief = config.resolved_backend() == "local"
-    by_cell = {(r["task_id"], r["arm"]): r for r in compressions}
-    arm_keys = measured_arms(config, compressions)
+    by_cell = {(r["task_id"], r["arm"]): r for r in compressions or []}
+    arm_keys = measured_arms(config, compressions) if compressions is not None else []
     requests: dict[AnswerCell, CompletionRequest] = {}
     blocked: dict[AnswerCell, str] = {}
     bodies = {t.id: t.to_request(model=model, max_tokens=config.max_tokens) for t in tasks}

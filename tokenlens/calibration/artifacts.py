@@ -15,6 +15,7 @@ Prefect is imported here (the flow's module only wires); the texts are plain fun
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 from uuid import UUID
@@ -68,7 +69,8 @@ class ArtifactProgress:
     """The flow run's progress artifact, updated at most every half second.
 
     A retried flow run (same id, a new attempt) updates the artifact its first attempt
-    created instead of adding a second one beside it."""
+    created instead of adding a second one beside it. Thread-safe: the compress and pay
+    stages run side by side, and both may be first to report."""
 
     #: Share of the whole per stage; sample and judge run as one stream (`stage_pay`).
     WEIGHTS: ClassVar[dict[str, float]] = {"compress": 0.1, "sample": 0.6, "judge": 0.3}
@@ -78,6 +80,7 @@ class ArtifactProgress:
         self._last = 0.0
         self._done: dict[str, float] = {}
         self._sent: float | None = None
+        self._lock = threading.RLock()
 
     def _percent(self, stage: str, done: int, total: int) -> float:
         """The whole run's share done: a stage's own share, and every stage before it
@@ -92,34 +95,38 @@ class ArtifactProgress:
         return round(100 * share, 1)
 
     def start(self, stage: str, total: int) -> None:
-        percent = self._percent(stage, 0, total)
-        if self._id is None:
-            self._id = _existing_progress()
-        if self._id is None:
-            created = create_progress_artifact(
-                progress=percent,
-                key=KEY_PROGRESS,
-                description="Share of the calibration's work done (compress, sample, judge).",
-            )
-            self._id = cast(UUID, created)  # sync call: async_dispatch returns the value
-            self._sent = percent
-        else:
-            self._send(percent)
+        with self._lock:
+            percent = self._percent(stage, 0, total)
+            if self._id is None:
+                self._id = _existing_progress()
+            if self._id is None:
+                created = create_progress_artifact(
+                    progress=percent,
+                    key=KEY_PROGRESS,
+                    description="Share of the calibration's work done (compress, sample, judge).",
+                )
+                self._id = cast(UUID, created)  # sync call: async_dispatch returns the value
+                self._sent = percent
+            else:
+                self._send(percent)
 
     def advance(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if self._id is not None and (now - self._last > 0.5 or done == total):
-            self._last = now
-            self._send(self._percent(stage, done, total))
+        with self._lock:
+            now = time.monotonic()
+            if self._id is not None and (now - self._last > 0.5 or done == total):
+                self._last = now
+                self._send(self._percent(stage, done, total))
 
     def finish(self, stage: str) -> None:
-        if self._id is not None:
-            self._send(self._percent(stage, 1, 1))
+        with self._lock:
+            if self._id is not None:
+                self._send(self._percent(stage, 1, 1))
 
     def complete(self) -> None:
         """The run is done: 100 %, whichever stages had work left in this attempt."""
-        if self._id is not None:
-            self._send(100.0)
+        with self._lock:
+            if self._id is not None:
+                self._send(100.0)
 
     def _send(self, percent: float) -> None:
         """Update the artifact, unless it already shows `percent` (an API round trip each)."""

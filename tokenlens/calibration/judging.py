@@ -109,12 +109,17 @@ class Grader:
         self._config = config
         self._judges = judges
         self._tasks = {t.id: t for t in tasks}
-        self._comp = {(r["task_id"], r["arm"]): r for r in compressions}
+        self._comp: dict[tuple[str, str], CompressionRow] = {}
+        self.know(compressions)
         from tokenlens.judge import render_request_text
 
         originals = {t.id: t.to_request(model=model, max_tokens=config.max_tokens) for t in tasks}
         self._request_text = {tid: render_request_text(b) for tid, b in originals.items()}
         self._clear_tokens = {tid: request_tokens(b) for tid, b in originals.items()}
+
+    def know(self, compressions: list[CompressionRow]) -> None:
+        """Take the arms' compressions (a pay stage that started before they existed)."""
+        self._comp.update(((r["task_id"], r["arm"]), r) for r in compressions)
 
     def base_row(self, job: GradeJob) -> GradeRow:
         """The job's row before grading (no grades, no error)."""

@@ -41,7 +41,8 @@ class RichProgress:
         self._tasks[stage] = self._bar.add_task(stage, total=max(total, 1))
 
     def advance(self, stage: str, done: int, total: int) -> None:
-        self._bar.update(self._tasks[stage], completed=done)
+        # The total can grow: the pay stage learns the arms' answers once compressed.
+        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1))
 
     def finish(self, stage: str) -> None:
         task = self._tasks.get(stage)

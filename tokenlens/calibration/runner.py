@@ -10,10 +10,10 @@ cap is reached it simply stops scheduling: calls in flight finish and are kept.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from tokenlens.errors import SpendLimitReached
 from tokenlens.ledger import SpendMeter
@@ -94,6 +94,7 @@ def run_stream(
     spend: SpendMeter,
     name: str,
     started: Callable[[], None] | None = None,
+    awaiting: Mapping[Future[Any], K] | None = None,
 ) -> Outcome[K, R]:
     """Run `fn(key)` for every key of `first` and every key `then` releases, at most
     `concurrency` at a time: work whose inputs are other work's results starts the moment
@@ -107,15 +108,22 @@ def run_stream(
     left in either queue (a key whose inputs were skipped is never released).
     `started()`, if given, runs once the first keys are in flight (side work that should
     not delay them).
+
+    `awaiting` maps futures of work done elsewhere (another stage running beside this one)
+    to a key of their own: when one is done, `then(key, its result or exception)` runs as
+    for a key of the pool, without holding a worker while it waits, and the keys it
+    returns join `first`'s queue (work that was not known at the start). The stream ends
+    only once every awaited future is done, even when the spend cap stopped it.
     """
     outcome: Outcome[K, R] = Outcome()
     pending: dict[Future[R], K] = {}
+    outside: dict[Future[Any], K] = dict(awaiting or {})
     queue = deque(first)
     released: deque[K] = deque()
     stop = False
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix=name)
     try:
-        while queue or released or pending:
+        while queue or released or pending or outside:
             while (queue or released) and not stop and len(pending) < concurrency:
                 if spend.exhausted:
                     stop = True
@@ -125,10 +133,15 @@ def run_stream(
             if started is not None:
                 started()
                 started = None
-            if stop and not pending:
+            if stop and not pending and not outside:
                 break
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            finished, _ = wait([*pending, *outside], return_when=FIRST_COMPLETED)
             for future in finished:
+                if future in outside:
+                    key = outside.pop(future)
+                    exc = future.exception()
+                    queue.extend(then(key, exc if exc is not None else future.result()))
+                    continue
                 key = pending.pop(future)
                 exc = future.exception()
                 if isinstance(exc, SpendLimitReached):

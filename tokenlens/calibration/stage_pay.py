@@ -7,6 +7,10 @@ call goes through the ledger (`Calls`), so a rerun or a resume pays only for cal
 ledger does not hold; the answers and grades tables are written as before, one per
 stage, in the same row order whatever order the calls finished in.
 
+Nor is there a barrier after compression: given the compress stage's future, the stream
+starts with the cleartext and control answers (they need no compressed body) and takes
+the arms' answers once the compressions are in, so compression overlaps network waits.
+
 Failures become error rows with the reason (a failed answer is never graded, a bad grade
 never becomes a number); running out of budget stops scheduling and raises
 `SpendLimitReached` after the tables of everything finished are written.
@@ -15,7 +19,9 @@ never becomes a number); running out of budget stops scheduling and raises
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import cast
 
 from tokenlens import tables
 from tokenlens.calibration.answers import (
@@ -35,8 +41,12 @@ from tokenlens.models.base import Completion, CompletionRequest
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow
 from tokenlens.tasks import CalibrationTask
 
-#: A unit of the stream: ("answer", call key) or ("grade", index of the grade job).
-Work = tuple[str, str | int]
+#: A unit of the stream: ("answer", call key), ("grade", grade job), or ("compressed",
+#: None): the compress stage, running beside the stream, is done.
+Work = tuple[str, object]
+
+#: The compress stage's rows, or their future while it runs beside the pay stage.
+Compressions = list[CompressionRow] | Future[list[CompressionRow]]
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Paid:
 def pay_stage(
     cal: Calibration,
     tasks: list[CalibrationTask],
-    compressions: list[CompressionRow],
+    compressions: Compressions,
     *,
     pairs: Collection[PairCell] | None = None,
     write: bool = True,
@@ -59,38 +69,44 @@ def pay_stage(
     """Obtain every answer (ledger first) and grade every pair with every configured judge,
     at most `concurrency` calls at a time.
 
-    `pairs` limits it to those pairs and the answers they need (a sequential round);
-    `write=False` leaves the answers and grades tables to the caller; `on_started` runs
-    once the first calls are in flight (the caller's side work)."""
+    `compressions` may still be coming (a future of the compress stage): the cleartext
+    and control answers, which need no compressed body, are asked meanwhile, and the
+    arms' answers join the stream once it is done. `pairs` limits it to those pairs and
+    the answers they need (a sequential round); `write=False` leaves the answers and
+    grades tables to the caller; `on_started` runs once the first calls are in flight
+    (the caller's side work)."""
     config = cal.config
     calls = cal.calls
-    plan = answer_requests(config, cal.model, tasks, compressions)
-    jobs = grade_jobs(config, list(calls.judges), tasks, measured_arms(config, compressions))
-    if pairs is not None:
-        chosen = set(pairs)
-        jobs = [job for job in jobs if job[2] in chosen]
-        plan = plan.only({p.baseline for p in chosen} | {p.second for p in chosen})
-    stream = _Stream(cal, tasks, compressions, plan, jobs)
-    if config.batch and cal.backend == "anthropic":
+    batch = config.batch and cal.backend == "anthropic"
+    if isinstance(compressions, Future) and (pairs is not None or batch):
+        compressions = compressions.result()
+    known = compressions if isinstance(compressions, list) else None
+    stream = _Stream(cal, tasks, pairs)
+    first = stream.extend(known)
+    if batch:
         from tokenlens.calibration.batching import complete_in_batch
 
         unpaid = [r for k, r in stream.unique.items() if k not in calls.ledger]
         complete_in_batch(calls.answer_client, unpaid)
+    awaiting: dict[Future[list[CompressionRow]], Work] = {}
+    if isinstance(compressions, Future):
+        awaiting[compressions] = ("compressed", None)
     outcome = run_stream(
-        stream.first(),
+        first,
         stream.run,
         then=stream.then,
         concurrency=config.concurrency,
         spend=calls.spend,
         name="pay",
         started=on_started,
+        awaiting=awaiting,
     )
     cal.progress.finish("sample")
     cal.progress.finish("judge")
     answers = stream.answer_rows()
     grades = [
-        stream.graded.get(i) or _not_graded(stream, job, outcome.errors.get(("grade", i)))
-        for i, job in enumerate(jobs)
+        stream.graded.get(job) or _not_graded(stream, job, outcome.errors.get(("grade", job)))
+        for job in stream.jobs
     ]
     if write:
         cal.store.write("answers", answers, tables.ANSWERS)
@@ -114,101 +130,140 @@ def _not_graded(stream: _Stream, job: GradeJob, exc: BaseException | None) -> Gr
 
 
 class _Stream:
-    """The bookkeeping of one pay stage: which grade jobs wait on which answer calls."""
+    """The bookkeeping of one pay stage: which grade jobs wait on which answer calls.
+
+    It starts from the cells it can ask (`extend(None)`: cleartext and control, while the
+    arms are compressed) and takes the rest when the compressions are in
+    (`extend(rows)`); the plan and the grade jobs are then the whole run's, in table order.
+    """
 
     def __init__(
-        self,
-        cal: Calibration,
-        tasks: list[CalibrationTask],
-        compressions: list[CompressionRow],
-        plan: AnswerPlan,
-        jobs: list[GradeJob],
+        self, cal: Calibration, tasks: list[CalibrationTask], pairs: Collection[PairCell] | None
     ):
         self.cal = cal
-        self.plan = plan
-        self.jobs = jobs
-        client = cal.calls.answer_client
-        self.keys = {cell: client.key(request) for cell, request in plan.requests.items()}
+        self.tasks = tasks
+        self.pairs = set(pairs) if pairs is not None else None
+        self.plan = AnswerPlan({}, {})
+        self.jobs: list[GradeJob] = []
+        self.keys: dict[AnswerCell, str] = {}
         self.unique: dict[str, CompletionRequest] = {}
-        for cell, request in plan.requests.items():
-            self.unique.setdefault(self.keys[cell], request)
         self.task_class = {t.id: t.task_class for t in tasks}
-        self.grader = Grader(cal.config, cal.model, cal.calls.judges, tasks, compressions)
+        self.grader = Grader(cal.config, cal.model, cal.calls.judges, tasks, [])
         self.done: dict[str, Completion | BaseException] = {}
         self.rows: dict[AnswerCell, AnswerRow] = {}
-        self.graded: dict[int, GradeRow] = {}
-        # grade jobs waiting on answer calls: call key -> job indices, and how many each lacks
-        self.waiting: dict[str, list[int]] = {}
-        self.lacking: dict[int, int] = {}
+        self.graded: dict[GradeJob, GradeRow] = {}
+        # grade jobs waiting on answer calls: call key -> jobs, and how many each lacks
+        self.waiting: dict[str, list[GradeJob]] = {}
+        self.lacking: dict[GradeJob, int] = {}
         # the same question to the same judge twice: the repeat waits for the first (a
         # ledger hit then, instead of a worker held while the first call is in flight)
-        self.asked: dict[tuple[object, ...], list[int] | None] = {}
-        self.ready: list[int] = []
-        for index, (_, _, pair) in enumerate(jobs):
-            needed = {self.keys[c] for c in (pair.baseline, pair.second) if c in self.keys}
-            self.lacking[index] = len(needed)
-            for key in needed:
-                self.waiting.setdefault(key, []).append(index)
-            if not needed:
-                self.ready.append(index)
+        self.asked: dict[tuple[object, ...], list[GradeJob] | None] = {}
         self.answers_done = 0
         self.grades_done = 0
-        cal.progress.start("sample", len(self.unique))
-        cal.progress.start("judge", len(jobs))
+        self._progress_started = False
 
-    def first(self) -> list[Work]:
-        """Every answer call, then the grades that need no call (a blocked answer)."""
-        return [("answer", key) for key in self.unique] + list(self._release(self.ready))
+    def extend(self, compressions: list[CompressionRow] | None) -> list[Work]:
+        """Take the cells `compressions` allows (None: those that need none); returns the
+        new work: answer calls not asked yet, then grades that need no call."""
+        config = self.cal.config
+        if compressions is not None:
+            self.grader.know(compressions)
+        arm_keys = measured_arms(config, compressions) if compressions is not None else []
+        plan = answer_requests(config, self.cal.model, self.tasks, compressions)
+        jobs = grade_jobs(config, list(self.cal.calls.judges), self.tasks, arm_keys)
+        if self.pairs is not None:
+            jobs = [job for job in jobs if job[2] in self.pairs]
+            plan = plan.only({p.baseline for p in self.pairs} | {p.second for p in self.pairs})
+        self.plan, self.jobs = plan, jobs
+        client = self.cal.calls.answer_client
+        work: list[Work] = []
+        for cell, request in plan.requests.items():
+            if cell not in self.keys:
+                key = self.keys[cell] = client.key(request)
+                if key not in self.unique:
+                    self.unique[key] = request
+                    work.append(("answer", key))
+        ready: list[GradeJob] = []
+        for job in jobs:
+            if job in self.lacking:
+                continue
+            pair = job[2]
+            needed = {
+                self.keys[c]
+                for c in (pair.baseline, pair.second)
+                if c in self.keys and self.keys[c] not in self.done
+            }
+            self.lacking[job] = len(needed)
+            for key in needed:
+                self.waiting.setdefault(key, []).append(job)
+            if not needed:
+                ready.append(job)
+        self._progress()
+        return work + list(self._release(ready))
+
+    def _progress(self) -> None:
+        """Start the sample and judge progress, or tell it the totals grew."""
+        progress = self.cal.progress
+        if not self._progress_started:
+            self._progress_started = True
+            progress.start("sample", len(self.unique))
+            progress.start("judge", len(self.jobs))
+        else:
+            progress.advance("sample", self.answers_done, len(self.unique))
+            progress.advance("judge", self.grades_done, len(self.jobs))
 
     def run(self, work: Work) -> Completion | GradeRow:
         kind, what = work
         if kind == "answer":
             assert isinstance(what, str)
             return self.cal.calls.answer_client.complete(self.unique[what])
-        assert isinstance(what, int)
-        job = self.jobs[what]
+        job = cast(GradeJob, what)
         return self.grader.grade(job, *self._answers(job))
 
-    def then(self, work: Work, result: Completion | GradeRow | BaseException) -> Iterable[Work]:
-        """Record a finished unit of work; the grade jobs that can start now."""
+    def then(self, work: Work, result: object) -> Iterable[Work]:
+        """Record a finished unit of work; the work that can start now."""
         kind, what = work
+        if kind == "compressed":
+            if isinstance(result, BaseException):
+                raise result  # the compress stage failed: so does the run
+            return self.extend(cast(list[CompressionRow], result))
         if kind == "answer":
             assert isinstance(what, str)
-            assert not isinstance(result, dict)
+            assert isinstance(result, Completion | BaseException)
             self.done[what] = result
             self.answers_done += 1
             self.cal.progress.advance("sample", self.answers_done, len(self.unique))
             ready = []
-            for index in self.waiting.pop(what, []):
-                self.lacking[index] -= 1
-                if not self.lacking[index]:
-                    ready.append(index)
+            for job in self.waiting.pop(what, []):
+                self.lacking[job] -= 1
+                if not self.lacking[job]:
+                    ready.append(job)
             return list(self._release(ready))
-        assert isinstance(what, int)
+        job = cast(GradeJob, what)
         if isinstance(result, dict):
-            self.graded[what] = result
+            self.graded[job] = cast(GradeRow, result)
         self.grades_done += 1
         self.cal.progress.advance("judge", self.grades_done, len(self.jobs))
-        repeats = self.asked.get(self._question(what)) or []
-        self.asked[self._question(what)] = None
-        return [("grade", index) for index in repeats]
+        repeats = self.asked.get(self._question(job)) or []
+        self.asked[self._question(job)] = None
+        return [("grade", other) for other in repeats]
 
-    def _release(self, indices: list[int]) -> Iterable[Work]:
+    def _release(self, jobs: list[GradeJob]) -> Iterable[Work]:
         """Grade jobs whose answers exist, each question's first before its repeats."""
-        for index in indices:
-            question = self._question(index)
+        for job in jobs:
+            question = self._question(job)
             if question in self.asked:
                 parked = self.asked[question]
                 if parked is not None:  # the first is in flight: wait for it
-                    parked.append(index)
+                    parked.append(job)
                     continue
             else:
                 self.asked[question] = []
-            yield ("grade", index)
+            yield ("grade", job)
 
-    def _question(self, index: int) -> tuple[object, ...]:
-        judge_name, judge_pass, pair = self.jobs[index]
-        first, second = self._answers(self.jobs[index])
+    def _question(self, job: GradeJob) -> tuple[object, ...]:
+        judge_name, judge_pass, pair = job
+        first, second = self._answers(job)
         texts = tuple(row["text"] if row else None for row in (first, second))
         return (judge_name, judge_pass, pair.task_id, *texts)
 

@@ -9,7 +9,8 @@ Each stage is a plain function in a module of its own and writes its table (reco
 1. `stage_load.load_stage` — the tasks table;
 2. `stage_compress.compress_stage` — the compressions table (bodies reused by content key);
 3. `stage_pay.pay_stage` — the answers and grades tables: every answer call, and each
-   pair's judge calls the moment both its answers exist (no barrier between the two);
+   pair's judge calls the moment both its answers exist (no barrier between the two),
+   starting with the cleartext and control answers while stage 2 still runs;
 4. `stage_publish.aggregate_stage` — the curve;
 5. `stage_publish.publish_stage` — the run's policy and report, then the published policy.
 
