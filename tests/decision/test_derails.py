@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tokenlens.decision import aggregate, decide
-from tokenlens.decision.derails import set_aside
+from tokenlens.decision.derails import MAX_TASKS, set_aside
 from tokenlens.decision.grades import ArmPairs
 
 from ..grade_tables import cell, frame, jittered
@@ -72,6 +72,16 @@ def test_an_uncompressed_derail_drops_its_pair_whatever_the_count() -> None:
     kept = set_aside(_pairs(comp, reference))
     assert kept.n_pairs == TASKS * REPS - 2
     assert kept.reference.min() == 80.0
+
+
+def test_from_max_tasks_on_every_answer_is_read() -> None:
+    comp = _lossless(tasks=MAX_TASKS)
+    comp[4, 1] = 10.0
+    reference = np.full(comp.shape, 80.0)
+    reference[2, 0] = 45.0
+    assert set_aside(_pairs(comp, reference)).n_pairs == MAX_TASKS * REPS
+    fewer = set_aside(_pairs(comp[1:], reference[1:]))
+    assert fewer.n_pairs == (MAX_TASKS - 1) * REPS - 2
 
 
 def test_a_single_repeat_has_nothing_to_compare_with() -> None:

@@ -17,13 +17,15 @@ So, per arm, two kinds of reading are set aside:
    the task's other (at least two) repeats keep >= 80 % of theirs. Only when the arm has
    exactly one: two or more may be compression making answers derail, and are all kept.
 
-Measured, not assumed (`bench/bench_simulation.py`, each arm alone at 20 x 3, 2,000
-calibrations per world): a lossless arm is held 64-77 % of the time instead of 36-53 %,
-and an arm at true 0.94 against a 0.95 tolerance is applied in at most 4.2 % — also where
-compression's only harm is extra derails or per-answer losses (3.8 % and 3.4 %).
+Measured, not assumed (a scratch study on `tokenlens.simulate`'s worlds, each arm alone
+at 20 x 3, 2,000 calibrations per world; `bench/bench_simulation.py --lone-derail` repeats
+it): a lossless arm is held 47-77 % of the time instead of 36-53 %, and an arm at true
+0.94 against a 0.95 tolerance is applied in at most 4.2 % — also where compression's only
+harm is extra derails or per-answer losses (3.8 % and 3.4 %).
 Forgiving two lone derails applied that arm in 10.6 % where harm is extra derails; the
 compressed side alone (without step 1) in 5.1 % with a noisy judge. A task with a single
-repeat has nothing to compare with: nothing is set aside.
+repeat has nothing to compare with, and an arm with `MAX_TASKS` tasks or more does better
+reading every answer: nothing is set aside there.
 """
 
 from __future__ import annotations
@@ -45,10 +47,19 @@ KEPT = 0.8
 REFERENCE_LOW = 0.6
 #: Repeats a task needs before any of its readings can be told apart from the others.
 MIN_REPEATS = 3
+#: From this many tasks on, nothing is set aside: one derailed answer then moves the mean
+#: by less than 0.6 points, which the skew-corrected bound absorbs, and setting the
+#: uncompressed derails aside costs a lossless arm more than forgiving one compressed
+#: derail gives it back (at 40 x 3, each arm alone, 1,000 runs a world: held 77 / 74 / 47 %
+#: instead of 84 / 79 / 61 % reading every answer).
+MAX_TASKS = 40
 
 
 def set_aside(pairs: ArmPairs) -> ArmPairs:
-    """`pairs` without its uncompressed derails and its one lone compressed derail."""
+    """`pairs` without its uncompressed derails and its one lone compressed derail (at
+    fewer than `MAX_TASKS` tasks; from there on, `pairs` as they are)."""
+    if np.unique(pairs.task).size >= MAX_TASKS:
+        return pairs
     return _without_lone_compressed_derail(_without_uncompressed_derails(pairs))
 
 
