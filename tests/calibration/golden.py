@@ -7,7 +7,10 @@ functions the tree has). `data/golden_run.json` was made so from main before the
 replaced the barrier between sampling and judging (2026-12-02, commit f311945). Its
 `curve` and `policy` entries were made again from main after the decision rule's bound
 became skew-corrected (issue 25, merge a2bd5b5): they are computed from the grades, and
-the tasks, compressions, answers and grades are still the ones made before the stream."""
+the tasks, compressions, answers and grades are still the ones made before the stream.
+The `curve` digest was made again when the curve gained `n_set_aside` (2026-12-04): with
+that column left out, the new curve has the old digest (checked), and nothing is set
+aside in a run of 2 repeats."""
 
 from __future__ import annotations
 
