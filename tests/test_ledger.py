@@ -103,12 +103,17 @@ def test_a_torn_last_journal_line_is_skipped(tmp_path: Path) -> None:
     assert "k1" in again and "k2" not in again
 
 
-def test_compaction_folds_journals_into_parquet(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path)
+def _paid(ledger: Ledger, count: int) -> None:
+    """`count` answers recorded under keys k0, k1, ..."""
     client = CountingClient()
-    for i in range(3):
+    for i in range(count):
         req = request(f"q{i}")
         ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+
+
+def test_compaction_folds_journals_into_parquet(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    _paid(ledger, 3)
     path = ledger.compact()
     assert not list(tmp_path.glob("journal-*.jsonl"))
     table = pq.read_table(path)
@@ -364,10 +369,7 @@ def test_compaction_with_no_journal_left_leaves_the_table_alone(
     import tokenlens.ledger_store as ledger_store
 
     ledger = Ledger(tmp_path)
-    client = CountingClient()
-    for i in range(2):
-        req = request(f"q{i}")
-        ledger.put(f"k{i}", kind="answer", client="c", request=req, completion=client.complete(req))
+    _paid(ledger, 2)
     path = ledger.compact()
     written = (tmp_path / "calls.parquet").stat()
 
