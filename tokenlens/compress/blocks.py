@@ -68,6 +68,15 @@ _ANY_HEAD = re.compile(
     + "|    |\t)"
 )
 _SYMBOLS = re.compile(r"[{}\[\]<>=;$\\|]")
+_SYMBOL_BYTES = b"{}[]<>=;$\\|"
+
+
+def _symbol_count(text: str) -> int:
+    """``len(_SYMBOLS.findall(text))``, three times faster: those characters are ASCII, and
+    in UTF-8 an ASCII byte is always that character (``surrogatepass`` keeps any text
+    encodable), so deleting their bytes counts them."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _SYMBOL_BYTES))
 
 
 class Block(NamedTuple):
@@ -285,7 +294,7 @@ def _classify(text: str, lines: Sequence[str]) -> str:
             if len(tags) >= 2 and any(name.lower() in _HTML_TAGS for _, name in tags):
                 return "html"
         codey = sum(map(_ends_like_code, lines))
-        if codey * 2 >= needed or len(_SYMBOLS.findall(stripped)) / len(stripped) > 0.12:
+        if codey * 2 >= needed or _symbol_count(stripped) / len(stripped) > 0.12:
             return "code"
         return "prose"
     if any(_SPECIAL_LINE.match(line) for line in lines):  # a diff, trace or log line
@@ -306,7 +315,7 @@ def _classify(text: str, lines: Sequence[str]) -> str:
     if _LIST_ITEM.match(first):
         return "list"
     codey = sum(1 for line in lines if _CODE_START.match(line) or _ends_like_code(line))
-    if codey * 2 >= needed or len(_SYMBOLS.findall(stripped)) / len(stripped) > 0.12:
+    if codey * 2 >= needed or _symbol_count(stripped) / len(stripped) > 0.12:
         return "code"
     return "prose"
 

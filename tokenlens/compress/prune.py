@@ -13,9 +13,11 @@ a line whose words all go is removed.
 
 Speed: a word's facts are computed once per distinct word; scores, protection and the
 greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
-starts without it). Ties keep text order, as the stable sort always did. Within a call,
-a repeated block is tokenized for the budget and split into lines once, and a repeated
-line split into words once (exact: the same text gives the same result).
+starts without it). Ties keep text order, as the stable sort always did, sorted by each
+score's rank among the few distinct scores. The budget, cl100k's exact count, comes from
+the words' costs for blocks of plain lines (`budget`), from the tokenizer for the others.
+Within a call, a repeated block is tokenized for the budget and split into lines once,
+and a repeated line split into words once (exact: the same text gives the same result).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
 from tokenlens.compress.blocks import Block, segment
+from tokenlens.compress.budget import is_plain, tokens_from_words
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens, estimate_tokens_sum
 
@@ -96,23 +99,35 @@ def apply_prune(
     """
     if blocks is None:
         blocks = segment(text)
-    split = _once_per_distinct(split_lines)
-    lines_of = {i: split(b.text) for i, b in enumerate(blocks) if b.eligible}
-    if not lines_of:
+    eligible = [i for i, b in enumerate(blocks) if b.eligible]
+    if not eligible:
         return text
     import numpy as np  # here, not at import: the proxy starts without numpy
 
-    found = _collect_words([line for lines in lines_of.values() for line in lines], question)
-    budget = rate * estimate_tokens_sum(blocks[i].text for i in lines_of)
+    split = _once_per_distinct(split_lines)
+    words = _once_per_distinct(lexicon.word_texts)
+    lines_of = {i: split(blocks[i].text) for i in eligible}
+    lines = [line for lines in lines_of.values() for line in lines]
+    found = _collect_words(lines, question, words)
+    # The budget: blocks of plain lines are counted from their words (`budget`), the
+    # others by the tokenizer.
+    plain = _once_per_distinct(lambda text: all(is_plain(line, words) for line in split(text)))
+    by_words = [plain(blocks[i].text) for i in eligible]
+    counted = [p for i, p in zip(eligible, by_words, strict=True) for _ in lines_of[i]]
+    tokens = tokens_from_words(lines, counted, found.text, found.cost, found.starts, found.ends)
+    tokens += estimate_tokens_sum(
+        blocks[i].text for i, p in zip(eligible, by_words, strict=True) if not p
+    )
     spent = sum(map(_prefix_cost, found.prefixes))
     keep = found.protected.copy()
     spent += int(found.cost[keep].sum())
-    # Best score first, ties in text order (a stable sort of the negated scores), then as
-    # many unprotected words as fit: costs are positive, so the running total crosses the
-    # budget once and every word before that point is kept.
-    order = np.argsort(-found.score, kind="stable")
+    # Best score first, ties in text order (`found.order`), then as many unprotected words
+    # as fit: costs are positive, so the running total crosses the budget once and every
+    # word before that point is kept.
+    order = found.order
     candidates = order[~found.protected[order]]
     running = spent + np.cumsum(found.cost[candidates])
+    budget = rate * tokens
     keep[candidates[: int(np.searchsorted(running, budget, side="right"))]] = True
     return rebuild(blocks, _rewrite(blocks, lines_of, found, keep))
 
@@ -141,16 +156,19 @@ class _Words:
     text: list[str]
     cost: np.ndarray
     protected: np.ndarray
-    score: np.ndarray
+    order: np.ndarray  # word indices, best score first, ties in text order
     starts: np.ndarray  # per line: index of its first word
     ends: np.ndarray  # per line: index after its last word (== start: no words)
     prefixes: list[str]  # per line
 
 
-def _collect_words(lines: list[Line], question: str | None) -> _Words:
+def _collect_words(
+    lines: list[Line], question: str | None, words: Callable[[str], list[str]]
+) -> _Words:
+    """`words` is `lexicon.word_texts`, or the same memoized."""
     import numpy as np
 
-    found = list(map(_once_per_distinct(lexicon.word_texts), [line.content for line in lines]))
+    found = list(map(words, [line.content for line in lines]))
     ends = np.cumsum(np.fromiter(map(len, found), np.intp, len(found)))
     starts = ends - np.fromiter(map(len, found), np.intp, len(found))
     texts = list(chain.from_iterable(found))
@@ -202,29 +220,56 @@ def _collect_words(lines: list[Line], question: str | None) -> _Words:
         term_score[i] = score
     stem_of = {stem: i for i, stem in enumerate(sorted(q_stems))}
     stem_w = column(stem_of.get(f.stem, -1) for f in facts)
-    scores = term_score[term_w] + _sentence_bonuses(initial, stem_w, len(q_stems))
+    hits_w, hit_bonus = _sentence_hits(initial, stem_w, len(q_stems))
+    order = _best_first(term_score, term_w, hit_bonus, hits_w)
     protected = column(f.always_kept for f in facts).astype(bool) | (
         entity
         & (~initial | column(f.capitals for f in facts).astype(bool) | midsentence_caps[bare_w])
     )
     prefixes = [line.prefix for line in lines]
-    return _Words(texts, column(f.cost for f in facts), protected, scores, starts, ends, prefixes)
+    return _Words(texts, column(f.cost for f in facts), protected, order, starts, ends, prefixes)
 
 
-def _sentence_bonuses(initial: np.ndarray, stem: np.ndarray, q_stems: int) -> np.ndarray:
+def _sentence_hits(
+    initial: np.ndarray, stem: np.ndarray, q_stems: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Words of a sentence that mentions the question's terms are worth a bit more: the
     share of the question's stems the sentence mentions (`stem`: a word's question stem
-    index, -1 for none), times `QUESTION_SENTENCE_BONUS`."""
+    index, -1 for none), times `QUESTION_SENTENCE_BONUS`. Returned as each word's number
+    of hits and the bonus for each number of hits (so the scores' few distinct values are
+    known without looking at every word)."""
     import numpy as np
 
     if not q_stems or not len(initial):
-        return np.zeros(len(initial), dtype=np.float64)
+        return np.zeros(len(initial), dtype=np.intp), np.zeros(1, dtype=np.float64)
     sentence = np.cumsum(initial) - 1
     hit = stem >= 0
     pairs = np.unique(sentence[hit] * q_stems + stem[hit])  # (sentence, stem), once each
     hits = np.bincount(pairs // q_stems, minlength=int(sentence[-1]) + 1)
-    bonus = QUESTION_SENTENCE_BONUS * hits / q_stems
-    return np.where(hits > 0, bonus, 0.0)[sentence]
+    levels = np.arange(int(hits.max()) + 1)
+    bonus = QUESTION_SENTENCE_BONUS * levels / q_stems
+    return hits[sentence], np.where(levels > 0, bonus, 0.0)
+
+
+def _best_first(
+    term_score: np.ndarray, term: np.ndarray, hit_bonus: np.ndarray, hits: np.ndarray
+) -> np.ndarray:
+    """``np.argsort(-score, kind="stable")`` for a word's score ``term_score[term] +
+    hit_bonus[hits]`` (the same floats), sorted faster: the scores take few distinct values
+    (tens on a megabyte), so each word gets its score's rank among them, and numpy sorts
+    16-bit keys stably by radix, in linear time, where a stable sort of floats merges."""
+    import numpy as np
+
+    if len(term_score) * len(hit_bonus) <= len(term):  # every (term, hits) score
+        table = (term_score[:, None] + hit_bonus[None, :]).ravel()
+        word = term * len(hit_bonus) + hits
+    else:  # (a long question on a short text: rank the words' own scores)
+        table, word = term_score[term] + hit_bonus[hits], np.arange(len(term))
+    distinct, rank = np.unique(-table, return_inverse=True)  # equal floats share a rank
+    keys = rank.ravel()[word]
+    if len(distinct) <= 1 << 16:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")
 
 
 def _rewrite(
