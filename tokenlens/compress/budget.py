@@ -16,10 +16,10 @@ that starts at a single space followed by a non-blank is that space alone or sta
 word piece (``" x"``). The pre-tokenizer never looks behind, looks ahead only within
 whitespace runs, and anchors ``$`` only after whitespace, so each part ``" xi"`` yields
 the same pieces in the line as alone, and so does ``x0`` (before a space its last piece
-ends as it ends at the end of a text). The last part takes the line ending with it
-(``".\\n"`` is one piece), so its count is taken with the ending. Between lines, an ending
-with a newline followed by a non-blank is a cut (`tokens.joins_exactly`); a plain line
-starts with a non-blank. So a block of plain lines counts
+ends as it ends at the end of a text). The last part may take the line ending with it
+(``".\\n"`` is one piece), so its count is taken with the ending (`_ended`). Between
+lines, an ending with a newline followed by a non-blank is a cut (`tokens.joins_exactly`);
+a plain line starts with a non-blank. So a block of plain lines counts
 
     sum over lines of  tokens(x0) + cost(x1) + ... + cost(x(n-1)) + tokens(" " + xn + ending)
 
@@ -101,9 +101,21 @@ def tokens_from_words(
     for k, a, z in zip(chosen.tolist(), first, last, strict=True):
         prefix, _, ending = lines[k]
         if prefix:  # "- " + words: the prefix's mark is the first part, every word has a space
-            total += _tokens(prefix[:-1]) - costs[z] + _tokens(" " + texts[z] + ending)
+            total += _tokens(prefix[:-1]) + _ended(" " + texts[z], ending, costs[z]) - costs[z]
         elif z > a:
-            total += _tokens(texts[a]) - costs[a] - costs[z] + _tokens(" " + texts[z] + ending)
-        else:
-            total += _tokens(texts[a] + ending) - costs[a]
+            total += _tokens(texts[a]) - costs[a]
+            total += _ended(" " + texts[z], ending, costs[z]) - costs[z]
+        else:  # one word, no prefix: the first part is the last
+            total += _ended(texts[a], ending, None) - costs[a]
     return total
+
+
+def _ended(part: str, ending: str, alone: int | None) -> int:
+    """Tokens of `part` followed by the line `ending`, `alone` being those of `part` (None:
+    not known). After an ASCII letter or digit the ending is a piece of its own (no piece
+    that holds a letter or digit takes a newline), so the two counts add; after anything
+    else it may join the last piece (``".\\n"``), so the two are encoded together."""
+    last = part[-1]
+    if last.isascii() and last.isalnum():
+        return (_tokens(part) if alone is None else alone) + _tokens(ending)
+    return _tokens(part + ending)
