@@ -13,7 +13,7 @@ slope of log time over log tokens between the smallest and the largest size).
 `compress_request` counts no tokens; the last line shows what reading the counts costs.
 
     .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
-        [--llmlingua-model PATH_OR_HUB_NAME] [--quick]
+        [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick]
 
 `--quick` runs every section on small inputs in a few seconds (the test suite runs it so
 a moved file or a changed API breaks CI, not the next person who measures).
@@ -192,11 +192,18 @@ def _latencies(
     return times, cpu, result
 
 
-def by_size(sizes: list[int], repeats: int) -> None:
+def by_size(sizes: list[int], repeats: int, min_calls: int = 20) -> None:
     """`compress_request` p50/p99 per size for the proxy's arms, and the growth exponent;
-    then `prune@0.5` again on bodies cut from `distinct_corpus` (no paragraph repeats)."""
+    then `prune@0.5` again on bodies cut from `distinct_corpus` (no paragraph repeats).
+
+    Larger sizes get fewer calls, but at least `min_calls`: a p99 of 3 calls was their
+    maximum, one neighbour's time slice away from any figure."""
     settings = CompressSettings()
-    print(f"\ncompress_request by request size (tokens; {repeats} calls per cell):")
+    fewest = max(min_calls, repeats * sizes[0] // sizes[-1])
+    print(
+        f"\ncompress_request by request size (tokens; {repeats} calls per cell at "
+        f"{sizes[0]:,}, {fewest} at {sizes[-1]:,}):"
+    )
     header = "".join(f"{f'{size:,} tok':>22}" for size in sizes)
     print(f"  {'arm':<12}{header}   exponent (p50)   MB/s at {sizes[-1]:,}")
     rows = [(key, corpus, "") for key in SIZED_ARMS]
@@ -209,7 +216,7 @@ def by_size(sizes: list[int], repeats: int) -> None:
         for size in sizes:
             body = bodies[size]
             compress_request(body, arm, settings=settings)  # warm-up
-            n = max(3, repeats * sizes[0] // size)  # fewer calls at the large sizes
+            n = max(min_calls, repeats * sizes[0] // size)  # fewer calls at the large sizes
             times, _, _ = _latencies(body, arm, settings, n)
             medians.append(statistics.median(times))
             cells.append(f"{medians[-1]:8.2f} / {_p(times, 0.99):7.2f} ms")
@@ -243,6 +250,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,20000,100000", help="request sizes, tokens")
     parser.add_argument("--llmlingua-model", default=DEFAULT_LLMLINGUA_MODEL)
     parser.add_argument("--quick", action="store_true", help="small inputs, a few seconds")
+    parser.add_argument(
+        "--min-calls", type=int, default=20, help="fewest calls per request-size cell"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats, megabytes = args.repeats, 1.0
@@ -252,7 +262,7 @@ def main() -> None:
     print(f"load average {load} on {os.cpu_count()} cores\n")
     throughput(max(1, repeats // 10), megabytes)
     latency(repeats, args.llmlingua_model, with_lingua=not args.quick)
-    by_size(sizes, repeats)
+    by_size(sizes, repeats, 3 if args.quick else args.min_calls)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nload average at the end {load}")
 
