@@ -57,6 +57,11 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"harm as derails .* median of repeats: applied \d+\.\d%",
         r"load average",
     ),
+    "bench_skew_cap.py": (
+        r"concentrated 40x3\s+4\s+\d+\.\d% ->\s*\d+\.\d%",
+        r"rare-severe 40x3 .*->\s*\d+\.\d%\n",
+        r"load average",
+    ),
     "bench_upstream_checks.py": (r"round 1: p50 plain \d+\.\d us", r"header check"),
 }
 

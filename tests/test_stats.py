@@ -114,6 +114,28 @@ def test_the_skew_corrected_bound_widens_only_towards_a_long_tail() -> None:
     assert skew.high is not None and t.high is not None and skew.high == pytest.approx(t.high)
 
 
+def test_more_tasks_buy_power_when_one_task_is_hurt() -> None:
+    # One task of n loses 40 %, the rest are untouched. Its sample skewness is about
+    # -sqrt(n); taken as read, the skew correction made the bound ~3.5x the t width at
+    # any n, so 40 tasks failed a 95 % tolerance that a mean of 0.99 clears. Capped, the
+    # bound still sits below the t bound, and 20 tasks stay as cautious as before.
+    from tokenlens.stats import ratio_estimate, skewness
+
+    def bounds(n: int) -> tuple[float, float]:
+        x = np.array([1.0] * (n - 1) + [0.6]) + np.linspace(-0.005, 0.005, n)
+        skew = ratio_estimate(x, np.ones(n), confidence=0.9, method="skew_t").low
+        t = ratio_estimate(x, np.ones(n), confidence=0.9).low
+        assert skewness(x) < -3 and skew is not None and t is not None
+        return skew, t
+
+    skew_40, t_40 = bounds(40)
+    assert 0.95 <= skew_40 < t_40 - 0.005
+    skew_60, t_60 = bounds(60)
+    assert skew_40 < skew_60 < t_60
+    skew_20, _ = bounds(20)
+    assert skew_20 < 0.9
+
+
 def test_skew_corrected_bounds_hold_their_level_where_t_does_not() -> None:
     # 20 tasks, 17 % of them hurt by 15-55 %: mean retention ~0.94. The t bound claims
     # >= 0.95 too often; the skew-corrected one does not.
