@@ -66,7 +66,7 @@ CONFIDENCE = 0.95
 #: no power (an arm at 0.99 read without noise was held in 57 %, 45 % and 45 % of
 #: samples). Capped at 3 it is 1.7x at 40 tasks and 1.4x at 60 (4.2x at 20: no less
 #: cautious there); no sample of 11 tasks or fewer reaches the cap. Chosen on seven
-#: simulated worlds (docs/decision-rule.md, `bench/bench_simulation.py --skew-cap`).
+#: simulated worlds (docs/decision-rule.md, `bench/bench_skew_cap.py`).
 SKEW_CAP = 3.0
 BOOTSTRAP_RESAMPLES = 2000
 
