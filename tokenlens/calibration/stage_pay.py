@@ -168,8 +168,8 @@ class _Stream:
         config = self.cal.config
         if compressions is not None:
             self.grader.know(compressions)
-        arm_keys = measured_arms(config, compressions) if compressions is not None else []
         plan = answer_requests(config, self.cal.model, self.tasks, compressions)
+        arm_keys = measured_arms(config, compressions)
         jobs = grade_jobs(config, list(self.cal.calls.judges), self.tasks, arm_keys)
         if self.pairs is not None:
             jobs = [job for job in jobs if job[2] in self.pairs]

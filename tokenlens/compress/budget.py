@@ -18,8 +18,9 @@ whitespace runs, and anchors ``$`` only after whitespace, so each part ``" xi"``
 the same pieces in the line as alone, and so does ``x0`` (before a space its last piece
 ends as it ends at the end of a text). The last part may take the line ending with it
 (``".\\n"`` is one piece), so its count is taken with the ending (`_ended`). Between
-lines, an ending with a newline followed by a non-blank is a cut (`tokens.joins_exactly`);
-a plain line starts with a non-blank. So a block of plain lines counts
+lines, an ending with a newline followed by a non-blank is a cut (checked by
+`tests/compress/test_budget.py`); a plain line starts with a non-blank. So a block of
+plain lines counts
 
     sum over lines of  tokens(x0) + cost(x1) + ... + cost(x(n-1)) + tokens(" " + xn + ending)
 
