@@ -109,6 +109,7 @@ def measure(args: argparse.Namespace, root: Path, started: float) -> None:
         last_reply = max(r.timestamp for r in made)
         answers = [r.timestamp for r in made if not r.is_judge]
         judged = [r.timestamp for r in made if r.is_judge]
+        held = sorted(r.timestamp - r.received for r in made if r.received is not None)
 
         started = time.perf_counter()
         again = calibrate(**params)
@@ -148,6 +149,11 @@ def measure(args: argparse.Namespace, root: Path, started: float) -> None:
             f"{max(answers) - first_request:5.2f} s, judge calls "
             f"{min(judged) - args.latency - first_request:5.2f} to "
             f"{max(judged) - first_request:5.2f} s"
+        )
+    if held:
+        print(
+            f"    the server held each call {1000 * held[len(held) // 2]:.1f} ms (median), "
+            f"{1000 * held[-1]:.1f} ms at most (its answers are made during the latency)"
         )
     print(f"  tail           {ended_clock - last_reply:7.2f} s  (last reply to the flow's return)")
     print(f"cached rerun:    {cached:7.2f} s, {rerun_calls} calls, {again.new_calls} new")

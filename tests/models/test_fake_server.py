@@ -173,3 +173,23 @@ def test_a_held_request_is_counted_while_it_is_held(fake_anthropic: FakeAnthropi
     wait_for(lambda: fake_anthropic.held() == 0, 5, "the hold to end with its client", every=0.01)
     assert [c.fault for c in fake_anthropic.calls()] == ["stall"]
     assert time.monotonic() - started < 10
+
+
+def test_latency_counts_from_arrival_not_from_when_the_answer_is_made(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote API's latency does not grow with the fake's own CPU: the answer is made
+    during the wait, so a bench charges the client no more than `latency_s` a call."""
+    making = fake_anthropic._message
+
+    def slow_to_make(*args: object, **kwargs: object) -> object:
+        time.sleep(0.5)  # a slow judge grading, say; blocks the server's loop like CPU does
+        return making(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fake_anthropic, "_message", slow_to_make)
+    fake_anthropic.configure(latency_s=0.6)
+    assert post(fake_anthropic, "/v1/messages", BODY).status_code == 200
+    [call] = fake_anthropic.calls()
+    assert call.received is not None
+    held = call.timestamp - call.received
+    assert 0.6 <= held < 1.0  # made beside the wait; made after it, 1.1 s or more

@@ -77,6 +77,8 @@ class RecordedRequest:
     timestamp: float
     status: int
     fault: str | None = None
+    #: When a /v1/messages request arrived (`timestamp` is when its response left).
+    received: float | None = None
 
     @property
     def is_judge(self) -> bool:
@@ -105,7 +107,10 @@ class FakeAnthropic:
 
     Args:
         seed: seeds every sampled answer, judge noise and random fault.
-        latency_s: fixed delay before every /v1/ response (bench: 0.2).
+        latency_s: every /v1/ response leaves this long after its request arrived (bench:
+            0.2). A message is made during that wait, as a remote API's would be, so the
+            fake's own CPU (a judge reply is graded here, milliseconds a call, one call
+            after another on one event loop) is not charged to the client as latency.
         stream_delay_s: delay between SSE events.
         stall_s: how long a "stall" fault holds the response (longer than client timeouts).
         judge_noise: standard deviation of the fake judge's Gaussian noise, in grade points.
@@ -311,7 +316,14 @@ class FakeAnthropic:
 
     # --- plumbing -------------------------------------------------------------------
 
-    def _record(self, request: Request, body: Any, status: int, fault: str | None = None) -> None:
+    def _record(
+        self,
+        request: Request,
+        body: Any,
+        status: int,
+        fault: str | None = None,
+        received: float | None = None,
+    ) -> None:
         headers = {
             k.lower(): ("<redacted>" if k.lower() in _REDACTED_HEADERS else v)
             for k, v in request.headers.items()
@@ -325,6 +337,7 @@ class FakeAnthropic:
             timestamp=time.time(),
             status=status,
             fault=fault,
+            received=received,
         )
         with self._lock:
             self._requests.append(entry)
@@ -369,8 +382,15 @@ class FakeAnthropic:
             with self._lock:
                 self._held -= 1
 
-    async def _prelude(self, request: Request) -> tuple[Any, Response | None, str | None]:
-        """Parse, authenticate, delay and apply faults; a Response here ends the request."""
+    async def _prelude(
+        self, request: Request, arrived: float | None = None
+    ) -> tuple[Any, Response | None, str | None]:
+        """Parse, authenticate, delay and apply faults; a Response here ends the request.
+
+        A caller that passes `arrived` (its request's `time.monotonic()`) makes its
+        response first and then awaits `_until_due(arrived)`; only a fault's response
+        waits here."""
+        start = time.monotonic() if arrived is None else arrived
         raw = await request.body()
         body: Any = None
         if raw:
@@ -382,12 +402,14 @@ class FakeAnthropic:
             request.headers.get("x-api-key") or request.headers.get("authorization")
         ):
             return body, _error(401, "authentication_error", "x-api-key header is required"), None
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
+        if arrived is None:
+            await self._until_due(start)
         is_judge = isinstance(body, dict) and fake_logic.structured_schema(body) is not None
         fault = self._take_fault(is_judge and request.url.path == "/v1/messages")
         if fault is None or fault.kind == "bad_json":
             return body, None, fault.kind if fault else None
+        if arrived is not None:
+            await self._until_due(start)
         if fault.kind == "stall":
             await self._stall(request)
             return body, _error(504, "timeout_error", "stalled response (injected)"), "stall"
@@ -400,17 +422,24 @@ class FakeAnthropic:
 
     # --- endpoints ------------------------------------------------------------------
 
+    async def _until_due(self, arrived: float) -> None:
+        """Wait until `latency_s` has passed since the request `arrived`."""
+        if self.latency_s:
+            await asyncio.sleep(max(0.0, arrived + self.latency_s - time.monotonic()))
+
     async def _messages(self, request: Request) -> Response:
-        body, early, fault = await self._prelude(request)
+        arrived, received = time.monotonic(), time.time()
+        body, early, fault = await self._prelude(request, arrived)
         if early is not None:
-            self._record(request, body, early.status_code, fault)
+            self._record(request, body, early.status_code, fault, received)
             return early
         problem = _validate_messages_body(body)
-        if problem:
-            self._record(request, body, 400)
-            return _error(400, "invalid_request_error", problem)
-        message = self._message(body, bad_json=fault == "bad_json")
-        self._record(request, body, 200, fault)
+        message = None if problem else self._message(body, bad_json=fault == "bad_json")
+        await self._until_due(arrived)
+        if message is None:
+            self._record(request, body, 400, received=received)
+            return _error(400, "invalid_request_error", str(problem))
+        self._record(request, body, 200, fault, received)
         if body.get("stream"):
             return StreamingResponse(
                 self._sse(message),
