@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import sys
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar, cast
 
 from prefect import flow, get_run_logger, task
@@ -241,7 +241,8 @@ def _run(  # the run once opened: every stage, then the result
     logger = get_run_logger()
     fresh_sample = asked.fresh_sample
     config = cal.config
-    record_effective_parameters(asked, cal)
+    # Two round trips to the Prefect API, made beside the first stages, not before them.
+    recorded = _on_the_side(record_effective_parameters, asked, cal)
     logger.info(
         "calibration %s, run %s (sample seed %d%s): %d tasks, %d arms + control, %d repeats, "
         "model %s (%s), judge %s",
@@ -307,12 +308,14 @@ def _run(  # the run once opened: every stage, then the result
     except BaseException:
         if cal.run is not None:
             finish_run(config.store, cal.run, "stopped")
+        wait([recorded])  # a stopped run's summary is on it too when the flow ends
         raise
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
     estimate = side.estimate()
     lines = seed_lines(published.policy)
     publish_results(cal, curve, published, lines, estimate)
+    recorded.result()
     spent = run_spend(cal)
     return CalibrationResult(
         calibration_id=cal.calibration_id,
