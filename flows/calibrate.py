@@ -257,8 +257,9 @@ def _run(  # the run once opened: every stage, then the result
         cal.backend,
         config.judge,
     )
+    # The tasks table is written beside the first calls: nothing before publishing reads it.
+    loaded = load_tasks.submit(_as_is(cal), _as_is(selected))
     try:
-        load_tasks(_as_is(cal), _as_is(selected))
         # Compression runs beside the pay stage: the cleartext and control answers need no
         # compressed body, so they are asked meanwhile (the arms' join once it is done).
         compressing = _concurrent(compress_arms.submit(_as_is(cal), _as_is(selected)))
@@ -299,6 +300,7 @@ def _run(  # the run once opened: every stage, then the result
                 "not compress); this process paid for them",
                 cal.calls.spend.new_calls,
             )
+        loaded.result()
         if config.design != "sequential":
             curve = aggregate(_as_is(cal), _as_is(grades))
         requested = list(config.classes) if config.classes else None
@@ -309,6 +311,7 @@ def _run(  # the run once opened: every stage, then the result
         if cal.run is not None:
             finish_run(config.store, cal.run, "stopped")
         wait([recorded])  # a stopped run's summary is on it too when the flow ends
+        loaded.wait()
         raise
     if cal.run is not None:
         finish_run(config.store, cal.run, "finished")
