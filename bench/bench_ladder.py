@@ -12,8 +12,14 @@ slope of log time over log tokens between the smallest and the largest size).
 
 `compress_request` counts no tokens; the last line shows what reading the counts costs.
 
+The process first does what the proxy's does before it serves
+(`tokenlens.proxy.apply.settle_process`: warm up the codec, then `gc.freeze()` the heap),
+so a full garbage collection costs what it costs in the proxy (~0.5 ms at 100k tokens)
+and not what it costs in a process that never froze its start-up heap (20-45 ms, in
+about one large call of ten); `--no-freeze` measures the latter.
+
     .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
-        [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick]
+        [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick] [--no-freeze]
 
 `--quick` runs every section on small inputs in a few seconds (the test suite runs it so
 a moved file or a changed API breaks CI, not the next person who measures).
@@ -38,6 +44,7 @@ from tokenlens.compress.safe import apply_safe
 from tokenlens.compress.select import apply_select
 from tokenlens.config import DEFAULT_LLMLINGUA_MODEL
 from tokenlens.errors import ArmUnavailable
+from tokenlens.proxy.apply import settle_process
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "compress" / "data" / "guide.md"
@@ -253,13 +260,27 @@ def main() -> None:
     parser.add_argument(
         "--min-calls", type=int, default=20, help="fewest calls per request-size cell"
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="skip the proxy's start-up gc.freeze (settle_process): every full collection "
+        "scans the whole heap",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats, megabytes = args.repeats, 1.0
     if args.quick:
         repeats, megabytes, sizes = 3, 0.05, [500, 2_000, 5_000]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load average {load} on {os.cpu_count()} cores\n")
+    print(f"load average {load} on {os.cpu_count()} cores")
+    if args.no_freeze:
+        print("garbage collector: as is (--no-freeze; the proxy freezes its start-up heap)\n")
+    else:
+        settle_process(compressing=True)
+        print(
+            "garbage collector: start-up heap frozen after the warm-up, as in the proxy "
+            "(tokenlens.proxy.apply.settle_process)\n"
+        )
     throughput(max(1, repeats // 10), megabytes)
     latency(repeats, args.llmlingua_model, with_lingua=not args.quick)
     by_size(sizes, repeats, 3 if args.quick else args.min_calls)
