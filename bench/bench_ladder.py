@@ -215,6 +215,7 @@ def by_size(sizes: list[int], repeats: int, min_calls: int = 20) -> None:
     print(f"  {'arm':<12}{header}   exponent (p50)   MB/s at {sizes[-1]:,}")
     rows = [(key, corpus, "") for key in SIZED_ARMS]
     rows.append(("prune@0.5", distinct_corpus, "  (no paragraph repeats)"))
+    cpu_cells: list[str] = []
     for key, source, note in rows:
         bodies = {size: body_of_tokens(size, source) for size in sizes}
         arm = Arm.parse(key)
@@ -224,14 +225,49 @@ def by_size(sizes: list[int], repeats: int, min_calls: int = 20) -> None:
             body = bodies[size]
             compress_request(body, arm, settings=settings)  # warm-up
             n = max(min_calls, repeats * sizes[0] // size)  # fewer calls at the large sizes
-            times, _, _ = _latencies(body, arm, settings, n)
+            times, cpu, _ = _latencies(body, arm, settings, n)
             medians.append(statistics.median(times))
             cells.append(f"{medians[-1]:8.2f} / {_p(times, 0.99):7.2f} ms")
+        cpu_cells.append(f"{statistics.median(cpu):.2f} / {_p(cpu, 0.99):.2f} ms{note}")
         exponent = _exponent(sizes, medians)
         rate = _context_bytes(bodies[sizes[-1]]) / 1e6 / (medians[-1] / 1000.0)
         row = "".join(f"{c:>22}" for c in cells)
         print(f"  {key:<12}{row}   {exponent:14.2f}   {rate:10.1f}{note}")
     print("  (cells: p50 / p99; exponent: slope of log p50 over log tokens, 1.0 = linear)")
+    print(
+        f"  CPU time (this process) of the same calls at {sizes[-1]:,} tokens, p50 / p99 "
+        "(wall minus CPU: waiting for a core):"
+    )
+    for (key, _, _), cell in zip(rows, cpu_cells, strict=True):
+        print(f"    {key:<12}{cell}")
+    _machine_tail(statistics.median(times), len(times))
+
+
+def _machine_tail(target_ms: float, calls: int) -> None:
+    """The tail this machine gives any work: a fixed pure-Python loop (no allocation, no
+    garbage collection), sized to `target_ms`, run `calls` times like a cell above."""
+
+    def spin(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += i * i
+        return total
+
+    fastest = math.inf
+    for _ in range(3):
+        started = time.perf_counter()
+        spin(200_000)
+        fastest = min(fastest, time.perf_counter() - started)
+    n = max(1, int(200_000 * target_ms / 1000.0 / max(fastest, 1e-9)))
+    times: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        spin(n)
+        times.append((time.perf_counter() - started) * 1000.0)
+    print(
+        f"  the machine's own tail: a fixed loop sized to the last cell's p50, {calls} runs: "
+        f"p50 {statistics.median(times):.2f} / p99 {_p(times, 0.99):.2f} ms"
+    )
 
 
 def _context_bytes(body: dict[str, object]) -> int:
