@@ -15,8 +15,8 @@ slope of log time over log tokens between the smallest and the largest size).
 The process first does what the proxy's does before it serves
 (`tokenlens.proxy.apply.settle_process`: warm up the codec, then `gc.freeze()` the heap),
 so a full garbage collection costs what it costs in the proxy (~0.5 ms at 100k tokens)
-and not what it costs in a process that never froze its start-up heap (20-45 ms, in
-about one large call of ten); `--no-freeze` measures the latter.
+and not what it costs in a process that never froze its start-up heap (12-54 ms by what
+it imported, in about one large call of ten); `--no-freeze` measures the latter.
 
     .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
         [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick] [--no-freeze]

@@ -86,15 +86,16 @@ def settle_process(compressing: bool) -> None:
     compresses), then exempt every object alive from the cyclic garbage collector's scans
     (`gc.collect`, `gc.freeze`).
 
-    Why: a 100k-token request allocates tens of thousands of containers, enough to start
-    a full collection every ten or so such requests, and a full collection scans every
-    tracked object of the process. Measured on `compress_request` with prune@0.5 at 100k
-    tokens: 20-45 ms per full collection with nothing frozen, 2-3 ms with the start-up
-    heap frozen but numpy imported later (at the first lossy request), 0.2-0.6 ms with
-    numpy loaded before the freeze (docs/ladder.md, issue 27 goal 4). Objects made later
-    are scanned as usual; frozen ones are never freed, which start-up objects never are.
-    `bench/bench_ladder.py` calls this too, so its figures are the proxy's.
-    """
+    Why: a 100k-token request allocates thousands of containers (a dozen young
+    collections), enough to start a full collection every ten or so such requests, and a
+    full collection scans every tracked object of the process. Measured on
+    `compress_request` with prune@0.5 at 100k tokens: 12-54 ms per full collection with
+    nothing frozen (by what the process imported: 20-33 ms with the proxy's app), 2-3 ms
+    with the start-up heap frozen but numpy imported later (at the first lossy request),
+    0.2-0.6 ms with numpy loaded before the freeze (docs/ladder.md, issue 27 goal 4).
+    Objects made later are scanned as usual; frozen ones are never freed, which start-up
+    objects never are. `bench/bench_ladder.py` calls this too, so its figures are the
+    proxy's."""
     if compressing:
         warm_up(default_compressor())
     gc.collect()
