@@ -12,8 +12,14 @@ slope of log time over log tokens between the smallest and the largest size).
 
 `compress_request` counts no tokens; the last line shows what reading the counts costs.
 
+The process first does what the proxy's does before it serves
+(`tokenlens.proxy.apply.settle_process`: warm up the codec, then `gc.freeze()` the heap),
+so a full garbage collection costs what it costs in the proxy (~0.5 ms at 100k tokens)
+and not what it costs in a process that never froze its start-up heap (12-54 ms by what
+it imported, in about one large call of ten); `--no-freeze` measures the latter.
+
     .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
-        [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick]
+        [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick] [--no-freeze]
 
 `--quick` runs every section on small inputs in a few seconds (the test suite runs it so
 a moved file or a changed API breaks CI, not the next person who measures).
@@ -38,6 +44,7 @@ from tokenlens.compress.safe import apply_safe
 from tokenlens.compress.select import apply_select
 from tokenlens.config import DEFAULT_LLMLINGUA_MODEL
 from tokenlens.errors import ArmUnavailable
+from tokenlens.proxy.apply import settle_process
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "compress" / "data" / "guide.md"
@@ -208,6 +215,7 @@ def by_size(sizes: list[int], repeats: int, min_calls: int = 20) -> None:
     print(f"  {'arm':<12}{header}   exponent (p50)   MB/s at {sizes[-1]:,}")
     rows = [(key, corpus, "") for key in SIZED_ARMS]
     rows.append(("prune@0.5", distinct_corpus, "  (no paragraph repeats)"))
+    cpu_cells: list[str] = []
     for key, source, note in rows:
         bodies = {size: body_of_tokens(size, source) for size in sizes}
         arm = Arm.parse(key)
@@ -217,14 +225,49 @@ def by_size(sizes: list[int], repeats: int, min_calls: int = 20) -> None:
             body = bodies[size]
             compress_request(body, arm, settings=settings)  # warm-up
             n = max(min_calls, repeats * sizes[0] // size)  # fewer calls at the large sizes
-            times, _, _ = _latencies(body, arm, settings, n)
+            times, cpu, _ = _latencies(body, arm, settings, n)
             medians.append(statistics.median(times))
             cells.append(f"{medians[-1]:8.2f} / {_p(times, 0.99):7.2f} ms")
+        cpu_cells.append(f"{statistics.median(cpu):.2f} / {_p(cpu, 0.99):.2f} ms{note}")
         exponent = _exponent(sizes, medians)
         rate = _context_bytes(bodies[sizes[-1]]) / 1e6 / (medians[-1] / 1000.0)
         row = "".join(f"{c:>22}" for c in cells)
         print(f"  {key:<12}{row}   {exponent:14.2f}   {rate:10.1f}{note}")
     print("  (cells: p50 / p99; exponent: slope of log p50 over log tokens, 1.0 = linear)")
+    print(
+        f"  CPU time (this process) of the same calls at {sizes[-1]:,} tokens, p50 / p99 "
+        "(wall minus CPU: waiting for a core):"
+    )
+    for (key, _, _), cell in zip(rows, cpu_cells, strict=True):
+        print(f"    {key:<12}{cell}")
+    _machine_tail(statistics.median(times), len(times))
+
+
+def _machine_tail(target_ms: float, calls: int) -> None:
+    """The tail this machine gives any work: a fixed pure-Python loop (no allocation, no
+    garbage collection), sized to `target_ms`, run `calls` times like a cell above."""
+
+    def spin(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += i * i
+        return total
+
+    fastest = math.inf
+    for _ in range(3):
+        started = time.perf_counter()
+        spin(200_000)
+        fastest = min(fastest, time.perf_counter() - started)
+    n = max(1, int(200_000 * target_ms / 1000.0 / max(fastest, 1e-9)))
+    times: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        spin(n)
+        times.append((time.perf_counter() - started) * 1000.0)
+    print(
+        f"  the machine's own tail: a fixed loop sized to the last cell's p50, {calls} runs: "
+        f"p50 {statistics.median(times):.2f} / p99 {_p(times, 0.99):.2f} ms"
+    )
 
 
 def _context_bytes(body: dict[str, object]) -> int:
@@ -253,13 +296,27 @@ def main() -> None:
     parser.add_argument(
         "--min-calls", type=int, default=20, help="fewest calls per request-size cell"
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="skip the proxy's start-up gc.freeze (settle_process): every full collection "
+        "scans the whole heap",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     repeats, megabytes = args.repeats, 1.0
     if args.quick:
         repeats, megabytes, sizes = 3, 0.05, [500, 2_000, 5_000]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load average {load} on {os.cpu_count()} cores\n")
+    print(f"load average {load} on {os.cpu_count()} cores")
+    if args.no_freeze:
+        print("garbage collector: as is (--no-freeze; the proxy freezes its start-up heap)\n")
+    else:
+        settle_process(compressing=True)
+        print(
+            "garbage collector: start-up heap frozen after the warm-up, as in the proxy "
+            "(tokenlens.proxy.apply.settle_process)\n"
+        )
     throughput(max(1, repeats // 10), megabytes)
     latency(repeats, args.llmlingua_model, with_lingua=not args.quick)
     by_size(sizes, repeats, 3 if args.quick else args.min_calls)

@@ -37,6 +37,9 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"prune@0\.5\s+\d+\.\d+ MB/s",
         r"select@0\.5\s+p50\s+\d+\.\d+ ms\s+p99",
         r"prune@0\.5\s+\d+\.\d+ / +\d+\.\d+ ms.*\d+\.\d+\s+\d+\.\d+\n",
+        r"garbage collector: start-up heap frozen after the warm-up, as in the proxy",
+        r"prune@0\.5   \d+\.\d+ / \d+\.\d+ ms  \(no paragraph repeats\)",
+        r"machine's own tail: .* p50 \d+\.\d+ / p99 \d+\.\d+ ms",
         r"load average",
     ),
     # --quick skips the local model's rows (minutes on 2 cores; tests/models loads it)

@@ -7,7 +7,6 @@ about a second after the command starts; LLMLingua-2 loads only if a policy uses
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import time
 from pathlib import Path
@@ -198,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tokenlens.proxy.app import JUDGE_WARNING, create_app, quiet_libraries
+    from tokenlens.proxy.apply import settle_process
     from tokenlens.proxy.server import ProxyServerConfig
     from tokenlens.proxy.settings import is_loopback, settings_from_args
     from tokenlens.proxy.upstream import outbound_proxy
@@ -238,10 +238,9 @@ def run(args: argparse.Namespace) -> int:
         log.info("no policy and no --compress: pure pass-through")
     config = ProxyServerConfig(app, settings, log_level="info", log_config=None)
     server = uvicorn.Server(config)
-    # Everything imported so far lives as long as the process: exempt it from the cyclic
+    # Everything loaded so far lives as long as the process: exempt it from the cyclic
     # collector, so a full collection never pauses a relayed request to rescan it.
-    gc.collect()
-    gc.freeze()
+    settle_process(settings.compresses)
     log.info(
         "tokenlens proxy on http://%s:%d -> %s (dashboard /tokenlens/; ready in %.2f s "
         "after import)",

@@ -148,6 +148,11 @@ class ProxySettings:
         """The policy's path or URL, whichever was given."""
         return self.policy_url if self.policy_url is not None else self.policy_path
 
+    @property
+    def compresses(self) -> bool:
+        """A policy or `--compress`: the proxy may rewrite bodies (else pure pass-through)."""
+        return self.policy_location is not None or self.override_arm is not None
+
 
 def is_loopback(host: str) -> bool:
     """True for names and addresses that only this machine can reach."""

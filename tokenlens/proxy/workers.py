@@ -17,7 +17,6 @@ the next scrape (`metrics.reap_dead_workers`), while its counters rightly stay.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import os
@@ -69,12 +68,12 @@ def app_from_env() -> Any:
     """The app of one worker process (uvicorn calls this in each spawned worker)."""
     from tokenlens.cli import configure_logging
     from tokenlens.proxy.app import create_app
+    from tokenlens.proxy.apply import settle_process
     from tokenlens.proxy.settings import settings_from_args
 
     handed = json.loads(os.environ[ARGS_ENV])
     configure_logging(verbose=bool(handed.get("verbose")))
     settings = settings_from_args(argparse.Namespace(**handed))
     app = create_app(settings)
-    gc.collect()  # as in `serve`: long-lived objects leave the cyclic collector's scans
-    gc.freeze()
+    settle_process(settings.compresses)  # as in `serve`: see `settle_process`
     return app
