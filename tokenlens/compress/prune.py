@@ -15,7 +15,9 @@ Speed: a word's facts are computed once per distinct word; scores, protection an
 greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
 starts without it). Ties keep text order, as the stable sort always did, sorted by each
 score's rank among the few distinct scores. The budget, cl100k's exact count, comes from
-the words' costs for blocks of plain lines (`budget`), from the tokenizer for the others.
+the words' costs for blocks of plain lines (`budget`, which tests and counts the lines on
+arrays too), from the tokenizer for the others. A line's kept words are a slice of all
+the kept words joined once.
 Within a call, a repeated block is tokenized for the budget and split into lines once,
 and a repeated line split into words once (exact: the same text gives the same result).
 """
@@ -31,8 +33,8 @@ from itertools import chain, compress
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
-from tokenlens.compress.blocks import Block, segment
-from tokenlens.compress.budget import is_plain, tokens_from_words
+from tokenlens.compress.blocks import ELIGIBLE_KINDS, Block, segment
+from tokenlens.compress.budget import plain_lines, tokens_from_words
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens, estimate_tokens_sum
 
@@ -99,7 +101,7 @@ def apply_prune(
     """
     if blocks is None:
         blocks = segment(text)
-    eligible = [i for i, b in enumerate(blocks) if b.eligible]
+    eligible = [i for i, b in enumerate(blocks) if b.kind in ELIGIBLE_KINDS]
     if not eligible:
         return text
     import numpy as np  # here, not at import: the proxy starts without numpy
@@ -110,13 +112,23 @@ def apply_prune(
     lines = [line for lines in lines_of.values() for line in lines]
     found = _collect_words(lines, question, words)
     # The budget: blocks of plain lines are counted from their words (`budget`), the
-    # others by the tokenizer.
-    plain = _once_per_distinct(lambda text: all(is_plain(line, words) for line in split(text)))
-    by_words = [plain(blocks[i].text) for i in eligible]
-    counted = [p for i, p in zip(eligible, by_words, strict=True) for _ in lines_of[i]]
-    tokens = tokens_from_words(lines, counted, found.text, found.cost, found.starts, found.ends)
+    # others by the tokenizer. (`not_plain_before`: the lines not plain before each line.)
+    sizes = np.fromiter((len(lines_of[i]) for i in eligible), np.intp, len(eligible))
+    not_plain = ~plain_lines(lines, found.text, found.length, found.starts, found.ends)
+    not_plain_before = np.concatenate(([0], np.cumsum(not_plain)))
+    block_end = np.cumsum(sizes)
+    by_words = not_plain_before[block_end] == not_plain_before[block_end - sizes]
+    tokens = tokens_from_words(
+        lines,
+        np.repeat(by_words, sizes),
+        found.distinct,
+        found.word,
+        found.cost,
+        found.starts,
+        found.ends,
+    )
     tokens += estimate_tokens_sum(
-        blocks[i].text for i, p in zip(eligible, by_words, strict=True) if not p
+        blocks[i].text for i, p in zip(eligible, by_words.tolist(), strict=True) if not p
     )
     spent = sum(map(_prefix_cost, found.prefixes))
     keep = found.protected.copy()
@@ -154,6 +166,9 @@ class _Words:
     eligible blocks)."""
 
     text: list[str]
+    distinct: list[str]  # the distinct words, in order of first occurrence
+    word: np.ndarray  # per word: its index in `distinct`
+    length: np.ndarray  # per word: its length
     cost: np.ndarray
     protected: np.ndarray
     order: np.ndarray  # word indices, best score first, ties in text order
@@ -227,7 +242,9 @@ def _collect_words(
         & (~initial | column(f.capitals for f in facts).astype(bool) | midsentence_caps[bare_w])
     )
     prefixes = [line.prefix for line in lines]
-    return _Words(texts, column(f.cost for f in facts), protected, order, starts, ends, prefixes)
+    length = np.fromiter(map(len, distinct), np.intp, len(distinct))[word_id]
+    cost = column(f.cost for f in facts)
+    return _Words(texts, distinct, word_id, length, cost, protected, order, starts, ends, prefixes)
 
 
 def _sentence_hits(
@@ -277,10 +294,14 @@ def _rewrite(
 ) -> dict[int, str]:
     import numpy as np
 
-    # The kept words in text order, and where each line's kept words start and end in them.
-    kept = list(compress(found.text, keep.tolist()))
+    # The kept words in text order joined by spaces, once; each line's kept words are a
+    # slice of that text, from its first kept word's start to its last one's end.
+    joined = " ".join(compress(found.text, keep.tolist()))
+    at = np.concatenate(([0], np.cumsum(found.length[keep] + 1)))  # where each kept word starts
     kept_before = np.concatenate(([0], np.cumsum(keep)))
-    firsts, lasts = kept_before[found.starts].tolist(), kept_before[found.ends].tolist()
+    firsts, lasts = kept_before[found.starts], kept_before[found.ends]
+    cut_from, cut_to = at[firsts].tolist(), (at[lasts] - 1).tolist()
+    any_kept = (lasts > firsts).tolist()
     had_words = (found.ends > found.starts).tolist()
     replaced: dict[int, str] = {}
     n = 0  # the line's index over all eligible lines
@@ -289,8 +310,8 @@ def _rewrite(
         for line in lines:
             if not had_words[n]:  # no words: the line stays as it was
                 out += line  # (its prefix, content and ending)
-            elif lasts[n] > firsts[n]:
-                out += (line.prefix, " ".join(kept[firsts[n] : lasts[n]]), line.ending)
+            elif any_kept[n]:
+                out += (line.prefix, joined[cut_from[n] : cut_to[n]], line.ending)
             n += 1
         text = "".join(out)
         if text and not text.endswith(("\n", "\r")) and blocks[b].text.endswith("\n"):
