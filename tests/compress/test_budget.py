@@ -130,6 +130,8 @@ def test_plain_lines_is_is_plain_of_every_line() -> None:
     lines += split_lines("a `b  c` d\n`x`y\n- `q`\n `z`\n``\n")
     found = _collect_words(lines, None, word_texts)
     expected = [is_plain(line, word_texts) for line in lines]
-    got = plain_lines(lines, found.text, found.length, found.starts, found.ends).tolist()
+    got = plain_lines(
+        lines, found.distinct, found.word, found.length, found.starts, found.ends
+    ).tolist()
     assert got == expected
     assert 0 < sum(expected) < len(expected)

@@ -84,13 +84,14 @@ def is_plain(line: Line, words: Callable[[str], list[str]]) -> bool:
 
 def plain_lines(
     lines: Sequence[Line],
-    texts: list[str],
+    distinct: list[str],
+    word: np.ndarray,
     length: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
 ) -> np.ndarray:
-    """`is_plain` of every line at once, the words of line k being ``texts[starts[k]:ends[k]]``
-    and `length` each word's length.
+    """`is_plain` of every line at once: the words of line k are i in ``starts[k]:ends[k]``,
+    word i is ``distinct[word[i]]``, and `length[i]` its length.
 
     Why it is the same: the words of a content without a backtick are `str.split`'s, which
     hold no whitespace and are separated by some; they rejoin the content with single
@@ -111,7 +112,8 @@ def plain_lines(
     plain = around & rejoins
     ticked = np.fromiter(map(contains, contents, repeat("`")), bool, len(lines))
     for k in np.flatnonzero(ticked).tolist():
-        plain[k] = around[k] and " ".join(texts[starts[k] : ends[k]]) == contents[k]
+        words = [distinct[i] for i in word[starts[k] : ends[k]].tolist()]
+        plain[k] = around[k] and " ".join(words) == contents[k]
     return plain
 
 

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, compress
+from itertools import chain, count
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
@@ -114,7 +114,9 @@ def apply_prune(
     # The budget: blocks of plain lines are counted from their words (`budget`), the
     # others by the tokenizer. (`not_plain_before`: the lines not plain before each line.)
     sizes = np.fromiter((len(lines_of[i]) for i in eligible), np.intp, len(eligible))
-    not_plain = ~plain_lines(lines, found.text, found.length, found.starts, found.ends)
+    not_plain = ~plain_lines(
+        lines, found.distinct, found.word, found.length, found.starts, found.ends
+    )
     not_plain_before = np.concatenate(([0], np.cumsum(not_plain)))
     block_end = np.cumsum(sizes)
     by_words = not_plain_before[block_end] == not_plain_before[block_end - sizes]
@@ -165,7 +167,6 @@ class _Words:
     each line's words start and end in them (lines in text order, counted over all the
     eligible blocks)."""
 
-    text: list[str]
     distinct: list[str]  # the distinct words, in order of first occurrence
     word: np.ndarray  # per word: its index in `distinct`
     length: np.ndarray  # per word: its length
@@ -186,14 +187,14 @@ def _collect_words(
     found = list(map(words, [line.content for line in lines]))
     ends = np.cumsum(np.fromiter(map(len, found), np.intp, len(found)))
     starts = ends - np.fromiter(map(len, found), np.intp, len(found))
-    texts = list(chain.from_iterable(found))
+    size = int(ends[-1]) if len(ends) else 0  # words in all
     # The facts of each distinct word, once; then per word by its index (numpy gathers).
     # `first` maps a word to where it first occurs, in one pass of `setdefault`; its keys
     # are the distinct words in text order, its values their first positions.
     first: dict[str, int] = {}
-    seen_at = np.fromiter(map(first.setdefault, texts, range(len(texts))), np.intp, len(texts))
+    seen_at = np.fromiter(map(first.setdefault, chain.from_iterable(found), count()), np.intp, size)
     distinct = list(first)
-    rank = np.empty(len(texts), dtype=np.intp)
+    rank = np.empty(size, dtype=np.intp)
     rank[np.fromiter(first.values(), np.intp, len(first))] = np.arange(len(first))
     word_id = rank[seen_at]
     facts = [_facts(word) for word in distinct]
@@ -207,12 +208,12 @@ def _collect_words(
 
     ends_sentence = column(f.ends_sentence for f in facts).astype(bool)
     entity = column(f.entity for f in facts).astype(bool)
-    initial = np.empty(len(texts), dtype=bool)
+    initial = np.empty(size, dtype=bool)
     initial[1:] = ends_sentence[:-1]
     initial[starts[ends > starts]] = True  # a line (with words) starts a sentence
 
     counts = np.bincount(term_w, minlength=len(terms))
-    total = max(len(texts), 1)
+    total = max(size, 1)
     bare_index = {bare: i for i, bare in enumerate(dict.fromkeys(f.bare for f in facts))}
     bare_w = np.fromiter((bare_index[f.bare] for f in facts), np.intp, len(facts))[word_id]
     midsentence_caps = np.zeros(len(bare_index), dtype=bool)
@@ -244,7 +245,7 @@ def _collect_words(
     prefixes = [line.prefix for line in lines]
     length = np.fromiter(map(len, distinct), np.intp, len(distinct))[word_id]
     cost = column(f.cost for f in facts)
-    return _Words(texts, distinct, word_id, length, cost, protected, order, starts, ends, prefixes)
+    return _Words(distinct, word_id, length, cost, protected, order, starts, ends, prefixes)
 
 
 def _sentence_hits(
@@ -296,7 +297,9 @@ def _rewrite(
 
     # The kept words in text order joined by spaces, once; each line's kept words are a
     # slice of that text, from its first kept word's start to its last one's end.
-    joined = " ".join(compress(found.text, keep.tolist()))
+    distinct = np.empty(len(found.distinct), dtype=object)
+    distinct[:] = found.distinct
+    joined = " ".join(distinct[found.word[keep]].tolist())
     at = np.concatenate(([0], np.cumsum(found.length[keep] + 1)))  # where each kept word starts
     kept_before = np.concatenate(([0], np.cumsum(keep)))
     firsts, lasts = kept_before[found.starts], kept_before[found.ends]
@@ -306,6 +309,16 @@ def _rewrite(
     replaced: dict[int, str] = {}
     n = 0  # the line's index over all eligible lines
     for b, lines in lines_of.items():
+        if len(lines) == 1:  # most blocks: the same as below, without the list
+            line = lines[0]
+            if not had_words[n]:
+                replaced[b] = blocks[b].text
+            elif any_kept[n]:
+                replaced[b] = line.prefix + joined[cut_from[n] : cut_to[n]] + line.ending
+            else:
+                replaced[b] = ""
+            n += 1
+            continue
         out: list[str] = []
         for line in lines:
             if not had_words[n]:  # no words: the line stays as it was
