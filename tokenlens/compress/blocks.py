@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache, partial
-from typing import Any, NamedTuple, cast
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 #: Kinds that rungs 3-5 may rewrite. Everything else passes through byte-identical.
 ELIGIBLE_KINDS: frozenset[str] = frozenset({"prose", "list", "quote"})
@@ -100,11 +100,6 @@ class Block(NamedTuple):
         return self.kind == BLANK
 
 
-#: ``Block(kind, text, lang)`` from a tuple, without the named tuple's ``__new__``, a Python
-#: function: `segment` builds thousands of blocks a call.
-_block = cast(Callable[[tuple[str, str, str]], Block], partial(tuple.__new__, Block))
-
-
 def join(blocks: Iterable[Block]) -> str:
     """Inverse of `segment`: `join(segment(t)) == t` for every text."""
     return "".join(block.text for block in blocks)
@@ -139,7 +134,7 @@ def segment(text: str) -> list[Block]:
             end = i + 1
             while get(end) is _BLANK_LINE:
                 end += 1
-            append(_block((BLANK, lines[i] if end == i + 1 else "".join(lines[i:end]), "")))
+            append(Block(BLANK, lines[i] if end == i + 1 else "".join(lines[i:end])))
             i = end
         elif opener is None or opener is _FALSE_FENCE:
             following = bisect_right(starters, i)
@@ -151,19 +146,19 @@ def segment(text: str) -> list[Block]:
                 if "|" in body:  # may hold a table (its delimiter row has a pipe)
                     found = made[body] = _split_paragraph(paragraph)
                 else:
-                    found = made[body] = [_block((_classify(body, paragraph), body, ""))]
+                    found = made[body] = [Block(_classify(body, paragraph), body)]
             blocks.extend(found)
             i = end
         elif opener is _HEADING_LINE:
-            append(_block(("heading", lines[i], "")))
+            append(Block("heading", lines[i]))
             i += 1
         elif isinstance(opener, str):  # a tag line, typed "html" or "tag"
-            append(_block((opener, lines[i], "")))
+            append(Block(opener, lines[i]))
             i += 1
         else:
             end = _fence_end(lines, fences, i, opener.group(1))
             info = opener.group(2).strip().split()
-            append(_block(("fence", "".join(lines[i:end]), info[0].lower() if info else "")))
+            append(Block("fence", "".join(lines[i:end]), info[0].lower() if info else ""))
             i = end
     return blocks
 

@@ -309,16 +309,6 @@ def _rewrite(
     replaced: dict[int, str] = {}
     n = 0  # the line's index over all eligible lines
     for b, lines in lines_of.items():
-        if len(lines) == 1:  # most blocks: the same as below, without the list
-            line = lines[0]
-            if not had_words[n]:
-                replaced[b] = blocks[b].text
-            elif any_kept[n]:
-                replaced[b] = line.prefix + joined[cut_from[n] : cut_to[n]] + line.ending
-            else:
-                replaced[b] = ""
-            n += 1
-            continue
         out: list[str] = []
         for line in lines:
             if not had_words[n]:  # no words: the line stays as it was
