@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from tokenlens.compress.blocks import _SYMBOLS, _symbol_count
-from tokenlens.compress.budget import is_plain, tokens_from_words
+from tokenlens.compress.budget import is_plain, plain_lines, tokens_from_words
 from tokenlens.compress.lexicon import word_texts
 from tokenlens.compress.prune import _best_first, _collect_words
 from tokenlens.compress.rewrite import split_lines
@@ -118,7 +118,20 @@ def test_plain_lines_count_from_their_words_as_the_tokenizer_counts() -> None:
             plain_blocks += 1
             found = _collect_words(lines, None, word_texts)
             counted = tokens_from_words(
-                lines, plain, found.text, found.cost, found.starts, found.ends
+                lines, plain, found.distinct, found.word, found.cost, found.starts, found.ends
             )
             assert counted == estimate_tokens(block), repr(block)
     assert plain_blocks > 400  # (of 4,000: the rest hold tabs, double spaces and such)
+
+
+def test_plain_lines_is_is_plain_of_every_line() -> None:
+    rng = random.Random(11)
+    lines = split_lines("".join(_line(rng, messy=n % 2 == 1) for n in range(3000)))
+    lines += split_lines("a `b  c` d\n`x`y\n- `q`\n `z`\n``\n")
+    found = _collect_words(lines, None, word_texts)
+    expected = [is_plain(line, word_texts) for line in lines]
+    got = plain_lines(
+        lines, found.distinct, found.word, found.length, found.starts, found.ends
+    ).tolist()
+    assert got == expected
+    assert 0 < sum(expected) < len(expected)

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import repeat
+from operator import contains
 from typing import TYPE_CHECKING
 
 from tokenlens.compress.rewrite import Line
@@ -80,35 +82,110 @@ def is_plain(line: Line, words: Callable[[str], list[str]]) -> bool:
     return " ".join(words(content)) == content
 
 
+def plain_lines(
+    lines: Sequence[Line],
+    distinct: list[str],
+    word: np.ndarray,
+    length: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+) -> np.ndarray:
+    """`is_plain` of every line at once: the words of line k are i in ``starts[k]:ends[k]``,
+    word i is ``distinct[word[i]]``, and `length[i]` its length.
+
+    Why it is the same: the words of a content without a backtick are `str.split`'s, which
+    hold no whitespace and are separated by some; they rejoin the content with single
+    spaces exactly when the content is as long as the words with one character between
+    each, and holds that many spaces. A content with a backtick is rejoined as `is_plain`
+    does."""
+    import numpy as np
+
+    contents = [line.content for line in lines]
+    count = ends - starts
+    letters_before = np.concatenate(([0], np.cumsum(length)))
+    size = np.fromiter(map(len, contents), np.intp, len(lines))
+    spaces = np.fromiter(map(str.count, contents, repeat(" ")), np.intp, len(lines))
+    rejoins = (size == letters_before[ends] - letters_before[starts] + count - 1) & (
+        spaces == count - 1
+    )
+    around = np.fromiter(map(_plain_around, lines), bool, len(lines))
+    plain = around & rejoins
+    ticked = np.fromiter(map(contains, contents, repeat("`")), bool, len(lines))
+    for k in np.flatnonzero(ticked).tolist():
+        words = [distinct[i] for i in word[starts[k] : ends[k]].tolist()]
+        plain[k] = around[k] and " ".join(words) == contents[k]
+    return plain
+
+
+def _plain_around(line: Line) -> bool:
+    """`is_plain`'s test of the line's prefix and ending."""
+    prefix = line.prefix
+    return line.ending in _ENDINGS and (not prefix or _plain_prefix(prefix))
+
+
+@lru_cache(maxsize=1024)
+def _plain_prefix(prefix: str) -> bool:
+    """A mark and one space (prefixes are few)."""
+    return prefix[-1] == " " and _clean(prefix[:-1])
+
+
 def tokens_from_words(
     lines: Sequence[Line],
-    plain: Sequence[bool],
-    texts: list[str],
+    plain: Sequence[bool] | np.ndarray,
+    distinct: list[str],
+    word: np.ndarray,
     cost: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
 ) -> int:
-    """The exact token count of the lines marked `plain`, each of whose words `texts[i]`
-    for i in ``starts[k]:ends[k]`` costs `cost[i]` with a leading space."""
+    """The exact token count of the lines marked `plain`, whose words are i in
+    ``starts[k]:ends[k]``: word i is ``distinct[word[i]]`` and costs `cost[i]` with a
+    leading space.
+
+    Every word's cost, then per line the difference its first and last parts make; those
+    depend on the word and the line ending alone, so each is computed once per distinct
+    pair (lines are many, their first and last words and endings repeat)."""
     import numpy as np
 
-    chosen = np.flatnonzero(np.fromiter(plain, bool, len(plain)))
+    chosen = np.flatnonzero(np.asarray(plain, dtype=bool))
     if not len(chosen):
         return 0
     before = np.concatenate(([0], np.cumsum(cost)))  # the cost of the words before each
-    total = int((before[ends[chosen]] - before[starts[chosen]]).sum())
-    first, last = starts[chosen].tolist(), (ends[chosen] - 1).tolist()
-    costs = cost.tolist()
-    for k, a, z in zip(chosen.tolist(), first, last, strict=True):
-        prefix, _, ending = lines[k]
-        if prefix:  # "- " + words: the prefix's mark is the first part, every word has a space
-            total += _tokens(prefix[:-1]) + _ended(" " + texts[z], ending, costs[z]) - costs[z]
-        elif z > a:
-            total += _tokens(texts[a]) - costs[a]
-            total += _ended(" " + texts[z], ending, costs[z]) - costs[z]
-        else:  # one word, no prefix: the first part is the last
-            total += _ended(texts[a], ending, None) - costs[a]
+    first, last = starts[chosen], ends[chosen] - 1
+    total = int((before[last + 1] - before[first]).sum())
+    chosen_lines = [lines[k] for k in chosen.tolist()]
+    prefixed = np.fromiter((bool(line.prefix) for line in chosen_lines), bool, len(chosen))
+    ending = np.fromiter((_ENDING_CODE[line.ending] for line in chosen_lines), np.intp, len(chosen))
+    # "- " + words: the prefix's mark is the first part, every word has a space.
+    total += sum(_tokens(line.prefix[:-1]) for line in chosen_lines if line.prefix)
+    single = ~prefixed & (last == first)  # one word, no prefix: the first part is the last
+    spaced = last[~single]  # the last part is " " + word, with the ending
+    total += _sum_once(
+        word[spaced] * 3 + ending[~single],
+        lambda key: _ended(" " + distinct[key // 3], _ENDING_OF[key % 3], None),
+    ) - int(cost[spaced].sum())
+    opening = first[~prefixed & ~single]  # the first part is the word without a space
+    total += _sum_once(word[opening], lambda key: _tokens(distinct[key])) - int(cost[opening].sum())
+    alone = first[single]
+    total += _sum_once(
+        word[alone] * 3 + ending[single],
+        lambda key: _ended(distinct[key // 3], _ENDING_OF[key % 3], None),
+    ) - int(cost[alone].sum())
     return total
+
+
+#: The plain endings, numbered.
+_ENDING_OF = ("\n", "\r\n", "")
+_ENDING_CODE = {ending: code for code, ending in enumerate(_ENDING_OF)}
+
+
+def _sum_once(keys: np.ndarray, value: Callable[[int], int]) -> int:
+    """``sum(value(k) for k in keys)``, calling `value` once per distinct key."""
+    import numpy as np
+
+    distinct, count = np.unique(keys, return_counts=True)
+    values = np.fromiter(map(value, distinct.tolist()), np.int64, len(distinct))
+    return int((values * count).sum())
 
 
 def _ended(part: str, ending: str, alone: int | None) -> int:

@@ -15,7 +15,9 @@ Speed: a word's facts are computed once per distinct word; scores, protection an
 greedy budget run on numpy arrays of the words (imported at the first call, so the proxy
 starts without it). Ties keep text order, as the stable sort always did, sorted by each
 score's rank among the few distinct scores. The budget, cl100k's exact count, comes from
-the words' costs for blocks of plain lines (`budget`), from the tokenizer for the others.
+the words' costs for blocks of plain lines (`budget`, which tests and counts the lines on
+arrays too), from the tokenizer for the others. A line's kept words are a slice of all
+the kept words joined once.
 Within a call, a repeated block is tokenized for the budget and split into lines once,
 and a repeated line split into words once (exact: the same text gives the same result).
 """
@@ -27,12 +29,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, compress
+from itertools import chain, count
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
-from tokenlens.compress.blocks import Block, segment
-from tokenlens.compress.budget import is_plain, tokens_from_words
+from tokenlens.compress.blocks import ELIGIBLE_KINDS, Block, segment
+from tokenlens.compress.budget import plain_lines, tokens_from_words
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens, estimate_tokens_sum
 
@@ -99,7 +101,7 @@ def apply_prune(
     """
     if blocks is None:
         blocks = segment(text)
-    eligible = [i for i, b in enumerate(blocks) if b.eligible]
+    eligible = [i for i, b in enumerate(blocks) if b.kind in ELIGIBLE_KINDS]
     if not eligible:
         return text
     import numpy as np  # here, not at import: the proxy starts without numpy
@@ -110,13 +112,25 @@ def apply_prune(
     lines = [line for lines in lines_of.values() for line in lines]
     found = _collect_words(lines, question, words)
     # The budget: blocks of plain lines are counted from their words (`budget`), the
-    # others by the tokenizer.
-    plain = _once_per_distinct(lambda text: all(is_plain(line, words) for line in split(text)))
-    by_words = [plain(blocks[i].text) for i in eligible]
-    counted = [p for i, p in zip(eligible, by_words, strict=True) for _ in lines_of[i]]
-    tokens = tokens_from_words(lines, counted, found.text, found.cost, found.starts, found.ends)
+    # others by the tokenizer. (`not_plain_before`: the lines not plain before each line.)
+    sizes = np.fromiter((len(lines_of[i]) for i in eligible), np.intp, len(eligible))
+    not_plain = ~plain_lines(
+        lines, found.distinct, found.word, found.length, found.starts, found.ends
+    )
+    not_plain_before = np.concatenate(([0], np.cumsum(not_plain)))
+    block_end = np.cumsum(sizes)
+    by_words = not_plain_before[block_end] == not_plain_before[block_end - sizes]
+    tokens = tokens_from_words(
+        lines,
+        np.repeat(by_words, sizes),
+        found.distinct,
+        found.word,
+        found.cost,
+        found.starts,
+        found.ends,
+    )
     tokens += estimate_tokens_sum(
-        blocks[i].text for i, p in zip(eligible, by_words, strict=True) if not p
+        blocks[i].text for i, p in zip(eligible, by_words.tolist(), strict=True) if not p
     )
     spent = sum(map(_prefix_cost, found.prefixes))
     keep = found.protected.copy()
@@ -153,7 +167,9 @@ class _Words:
     each line's words start and end in them (lines in text order, counted over all the
     eligible blocks)."""
 
-    text: list[str]
+    distinct: list[str]  # the distinct words, in order of first occurrence
+    word: np.ndarray  # per word: its index in `distinct`
+    length: np.ndarray  # per word: its length
     cost: np.ndarray
     protected: np.ndarray
     order: np.ndarray  # word indices, best score first, ties in text order
@@ -171,14 +187,14 @@ def _collect_words(
     found = list(map(words, [line.content for line in lines]))
     ends = np.cumsum(np.fromiter(map(len, found), np.intp, len(found)))
     starts = ends - np.fromiter(map(len, found), np.intp, len(found))
-    texts = list(chain.from_iterable(found))
+    size = int(ends[-1]) if len(ends) else 0  # words in all
     # The facts of each distinct word, once; then per word by its index (numpy gathers).
     # `first` maps a word to where it first occurs, in one pass of `setdefault`; its keys
     # are the distinct words in text order, its values their first positions.
     first: dict[str, int] = {}
-    seen_at = np.fromiter(map(first.setdefault, texts, range(len(texts))), np.intp, len(texts))
+    seen_at = np.fromiter(map(first.setdefault, chain.from_iterable(found), count()), np.intp, size)
     distinct = list(first)
-    rank = np.empty(len(texts), dtype=np.intp)
+    rank = np.empty(size, dtype=np.intp)
     rank[np.fromiter(first.values(), np.intp, len(first))] = np.arange(len(first))
     word_id = rank[seen_at]
     facts = [_facts(word) for word in distinct]
@@ -192,12 +208,12 @@ def _collect_words(
 
     ends_sentence = column(f.ends_sentence for f in facts).astype(bool)
     entity = column(f.entity for f in facts).astype(bool)
-    initial = np.empty(len(texts), dtype=bool)
+    initial = np.empty(size, dtype=bool)
     initial[1:] = ends_sentence[:-1]
     initial[starts[ends > starts]] = True  # a line (with words) starts a sentence
 
     counts = np.bincount(term_w, minlength=len(terms))
-    total = max(len(texts), 1)
+    total = max(size, 1)
     bare_index = {bare: i for i, bare in enumerate(dict.fromkeys(f.bare for f in facts))}
     bare_w = np.fromiter((bare_index[f.bare] for f in facts), np.intp, len(facts))[word_id]
     midsentence_caps = np.zeros(len(bare_index), dtype=bool)
@@ -227,7 +243,9 @@ def _collect_words(
         & (~initial | column(f.capitals for f in facts).astype(bool) | midsentence_caps[bare_w])
     )
     prefixes = [line.prefix for line in lines]
-    return _Words(texts, column(f.cost for f in facts), protected, order, starts, ends, prefixes)
+    length = np.fromiter(map(len, distinct), np.intp, len(distinct))[word_id]
+    cost = column(f.cost for f in facts)
+    return _Words(distinct, word_id, length, cost, protected, order, starts, ends, prefixes)
 
 
 def _sentence_hits(
@@ -277,10 +295,16 @@ def _rewrite(
 ) -> dict[int, str]:
     import numpy as np
 
-    # The kept words in text order, and where each line's kept words start and end in them.
-    kept = list(compress(found.text, keep.tolist()))
+    # The kept words in text order joined by spaces, once; each line's kept words are a
+    # slice of that text, from its first kept word's start to its last one's end.
+    distinct = np.empty(len(found.distinct), dtype=object)
+    distinct[:] = found.distinct
+    joined = " ".join(distinct[found.word[keep]].tolist())
+    at = np.concatenate(([0], np.cumsum(found.length[keep] + 1)))  # where each kept word starts
     kept_before = np.concatenate(([0], np.cumsum(keep)))
-    firsts, lasts = kept_before[found.starts].tolist(), kept_before[found.ends].tolist()
+    firsts, lasts = kept_before[found.starts], kept_before[found.ends]
+    cut_from, cut_to = at[firsts].tolist(), (at[lasts] - 1).tolist()
+    any_kept = (lasts > firsts).tolist()
     had_words = (found.ends > found.starts).tolist()
     replaced: dict[int, str] = {}
     n = 0  # the line's index over all eligible lines
@@ -289,8 +313,8 @@ def _rewrite(
         for line in lines:
             if not had_words[n]:  # no words: the line stays as it was
                 out += line  # (its prefix, content and ending)
-            elif lasts[n] > firsts[n]:
-                out += (line.prefix, " ".join(kept[firsts[n] : lasts[n]]), line.ending)
+            elif any_kept[n]:
+                out += (line.prefix, joined[cut_from[n] : cut_to[n]], line.ending)
             n += 1
         text = "".join(out)
         if text and not text.endswith(("\n", "\r")) and blocks[b].text.endswith("\n"):
