@@ -106,10 +106,8 @@ def join(blocks: Iterable[Block]) -> str:
 
 
 def counted(blocks: Sequence[Block]) -> list[Block]:
-    """The blocks that count in eligible/total figures (blank separators do not).
-
-    (Tests the kind, not `is_blank`: a property call per block costs as much as the test.)"""
-    return [block for block in blocks if block.kind != BLANK]
+    """The blocks that count in eligible/total figures (blank separators do not)."""
+    return [block for block in blocks if not block.is_blank]
 
 
 def segment(text: str) -> list[Block]:

@@ -74,12 +74,7 @@ def is_plain(line: Line, words: Callable[[str], list[str]]) -> bool:
     spaces: then the content has no other whitespace between them, nor at its ends. (What
     a code span holds inside does not matter: no piece reads past its closing backtick.)"""
     content = line.content
-    if not content or line.ending not in _ENDINGS:
-        return False
-    prefix = line.prefix
-    if prefix and not (prefix[-1] == " " and _clean(prefix[:-1])):
-        return False
-    return " ".join(words(content)) == content
+    return bool(content) and _plain_around(line) and " ".join(words(content)) == content
 
 
 def plain_lines(
@@ -118,7 +113,7 @@ def plain_lines(
 
 
 def _plain_around(line: Line) -> bool:
-    """`is_plain`'s test of the line's prefix and ending."""
+    """The test of the line's prefix and ending (`is_plain`, `plain_lines`)."""
     prefix = line.prefix
     return line.ending in _ENDINGS and (not prefix or _plain_prefix(prefix))
 

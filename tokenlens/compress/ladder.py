@@ -21,7 +21,7 @@ from functools import cached_property
 
 from tokenlens.compress import lingua
 from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.compress.blocks import ELIGIBLE_KINDS, Block, counted, segment
+from tokenlens.compress.blocks import Block, counted, segment
 from tokenlens.compress.dedup import DEDUP_KINDS, apply_dedup
 from tokenlens.compress.minify import apply_minify
 from tokenlens.compress.prune import apply_prune
@@ -82,7 +82,7 @@ def gate(method: str) -> Callable[[Block], bool]:
     if method == "dedup":
         return lambda b: b.kind in DEDUP_KINDS
     if method in LOSSY_METHODS:
-        return lambda b: b.kind in ELIGIBLE_KINDS  # (`b.eligible`, without a property call)
+        return lambda b: b.eligible
     return lambda b: False
 
 

@@ -33,7 +33,7 @@ from itertools import chain, count
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tokenlens.compress import lexicon
-from tokenlens.compress.blocks import ELIGIBLE_KINDS, Block, segment
+from tokenlens.compress.blocks import Block, segment
 from tokenlens.compress.budget import plain_lines, tokens_from_words
 from tokenlens.compress.rewrite import Line, rebuild, split_lines
 from tokenlens.tokens import estimate_tokens, estimate_tokens_sum
@@ -101,7 +101,7 @@ def apply_prune(
     """
     if blocks is None:
         blocks = segment(text)
-    eligible = [i for i, b in enumerate(blocks) if b.kind in ELIGIBLE_KINDS]
+    eligible = [i for i, b in enumerate(blocks) if b.eligible]
     if not eligible:
         return text
     import numpy as np  # here, not at import: the proxy starts without numpy
