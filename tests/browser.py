@@ -14,6 +14,13 @@ from typing import Any
 
 import httpx
 
+# What DevTools answers an evaluation that meets a page being replaced by the next one.
+_NAVIGATING = (
+    "Inspected target navigated or closed",
+    "Execution context was destroyed",
+    "Cannot find context with specified id",
+)
+
 
 class Browser:
     """Headless Chromium, one tab, driven over the DevTools protocol (websockets client).
@@ -77,11 +84,21 @@ class Browser:
         return result["result"].get("value")
 
     def wait_for(self, predicate: str, timeout: float = 15.0) -> None:
+        """Poll `predicate` on the page until it holds. A poll that lands while the page
+        navigates (after a form's submit) finds no page to run in: that is "not yet"."""
         deadline = time.monotonic() + timeout
-        while not self.evaluate(f"document.readyState === 'complete' && ({predicate})"):
+        while not self._holds(f"document.readyState === 'complete' && ({predicate})"):
             if time.monotonic() > deadline:
                 raise AssertionError(f"page never satisfied {predicate!r}: {self.url()}")
             time.sleep(0.05)
+
+    def _holds(self, expression: str) -> bool:
+        try:
+            return bool(self.evaluate(expression))
+        except RuntimeError as error:
+            if any(sign in str(error) for sign in _NAVIGATING):
+                return False
+            raise
 
     def open(self, url: str) -> None:
         self.call("Page.navigate", url=url)

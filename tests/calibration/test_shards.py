@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -263,8 +263,12 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
 ) -> None:
     """`tokenlens calibrate --shards 2` against the pool's server; `prefect flow-run
     cancel` on it while its shards run: both shards end Cancelled, their processes gone,
-    and no more calls are made."""
-    anthropic.configure(latency_s=0.5)
+    and no more calls are made.
+
+    Once the first shard has paid, each shard's next call is held (one call at a time
+    each, so a held call holds its shard): however late the other shard's process starts
+    on a loaded machine, neither can finish before the cancel."""
+    anthropic.configure(latency_s=0.25, stall_s=240.0)
     config = make_config(repeats=2, concurrency=1)
     cli = [
         sys.executable, "-m", "tokenlens", "calibrate", "--shards", "2",
@@ -275,12 +279,20 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
         "--store", str(config.store), "--reports", str(config.reports),
     ]  # fmt: skip
     env = worker_env(prefect_api)
-    started = time.monotonic()
     with open(tmp_path / "cli.log", "wb") as log:
         parent = subprocess.Popen(cli, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def seen(what: str) -> Callable[[], str]:
+        return lambda: f"{what}; {_shard_states(2)}; CLI:\n{_tail(tmp_path / 'cli.log')}"
+
+    def cli_running() -> None:
+        assert parent.poll() is None, f"the CLI exited first:\n{_tail(tmp_path / 'cli.log')}"
+
     try:
-        shards = wait_for(lambda: _running_shards(2), 240, "both shards to run")
-        wait_for(lambda: len(answer_calls(anthropic)) >= 2, 60, "the shards to pay")
+        wait_for(lambda: cli_running() or answer_calls(anthropic), 240, seen("a shard to pay"))
+        anthropic.inject("stall", times=2)
+        wait_for(lambda: cli_running() or anthropic.held() == 2, 240, seen("both shards held"))
+        shards = wait_for(lambda: _running_shards(2), 30, seen("both shards Running"))
         [run] = list_runs(config.store)
         assert run.flow_run_id is not None
         done = subprocess.run(
@@ -307,21 +319,35 @@ def test_cancelling_a_sharded_cli_run_cancels_its_shards(
     paid = len(answer_calls(anthropic))
     time.sleep(3)
     assert len(answer_calls(anthropic)) == paid  # nothing is paid any more
-    assert paid < 2 * 2 * 2 * 5, f"the shards ran to the end ({time.monotonic() - started:.0f} s)"
+    assert paid < 2 * 2 * 2 * 5, "the shards ran to the end"
 
 
-def _running_shards(count: int) -> list[Any]:
-    """The newest `count` shard flow runs, once all of them are Running."""
+def _newest_shards(count: int) -> list[Any]:
+    """The newest `count` shard flow runs."""
     from prefect.client.schemas.sorting import FlowRunSort
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(
+        return client.read_flow_runs(
             flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["calibration-shard"])),
             sort=FlowRunSort.EXPECTED_START_TIME_DESC,
             limit=count,
         )
+
+
+def _running_shards(count: int) -> list[Any]:
+    """The newest `count` shard flow runs' ids, once all of them are Running."""
+    runs = _newest_shards(count)
     running = [r for r in runs if r.state is not None and r.state.is_running()]
     return [r.id for r in runs] if len(running) == count else []
+
+
+def _shard_states(count: int) -> list[str]:
+    """The newest `count` shard flow runs' states, for a failure's message."""
+    return [f"{r.name}: {r.state.name if r.state else None}" for r in _newest_shards(count)]
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
 
 
 def _final_states(ids: list[Any]) -> list[str]:
