@@ -21,6 +21,7 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --compare-intervals 1000   # the candidates
        .venv/bin/python bench/bench_simulation.py --derail-cost 1000   # what derails cost
        .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # derails set aside
+       .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -259,6 +260,58 @@ def _answers(rng: np.random.Generator, quality: np.ndarray, rate: float, count: 
     return np.where(rng.random(shape) < rate, rng.uniform(0, 30, shape), ok)
 
 
+#: The designs of the paired fixed-vs-sequential comparison: a ? at 20 tasks, a ✓ at 60.
+PAIRED_DESIGNS = ((20, 3), (60, 3))
+
+
+def paired(runs: int, seed: int, processes: int = 2) -> None:
+    """Fixed vs sequential on the same draws, in the concentrated and noisy worlds.
+
+    Per design: how often the ladder class is published ✓, the share of the oracle's
+    savings ✓ entries alone deliver (what a proxy without `--allow-provisional` applies),
+    answers paid, power, the borderline arm's false application; then paired: the share of
+    the fixed design's ✓ runs the sequential design also certifies, and the edge arm's
+    discordant runs (applied by one design only) with an exact McNemar p-value. Then the
+    noisy world's power (each arm alone, as the CEILING reads it) against the ceiling."""
+    from scipy.stats import binomtest
+
+    worlds = {k: WORLDS[k] for k in ("concentrated", "noisy")}
+    study = run_study(
+        worlds, PAIRED_DESIGNS, dict.fromkeys(PAIRED_DESIGNS, runs), seed=seed, processes=processes
+    )
+    print(
+        f"\n{'paired world':15} {'design':>6} {'':>10} {'runs':>5} {'✓ rate':>7} "
+        f"{'✓ value':>8} {'answers':>8} {'power':>7} {'alone':>7} {'false':>6}"
+    )
+    for name in worlds:
+        for n, r in PAIRED_DESIGNS:
+            fixed, seq = (study.cell(name, n, r, d) for d in ("fixed", "sequential"))
+            for t in (fixed, seq):
+                print(
+                    f"{name:15} {n:>3}x{r:<2} {t.design:>10} {t.runs:>5} "
+                    f"{_pct(t.certified_rate):>7} {_pct(t.certified_share):>8} "
+                    f"{t.answers_per_run:8.0f} {_pct(t.power):>7} {_pct(t.alone_power):>7} "
+                    f"{_pct(t.false_rate):>6}"
+                )
+            kept = seq.certified_both / fixed.certified if fixed.certified else float("nan")
+            b, c = fixed.edge_only, seq.edge_only
+            p = binomtest(c, b + c, 0.5).pvalue if b + c else 1.0
+            against = "against sequential" if c > b else "for sequential" if b > c else "even"
+            print(
+                f"PAIRED {n}x{r} {name}: sequential certifies {_pct(kept).strip()} of the runs "
+                f"the fixed design does (goal >= 90%), at {seq.answers / fixed.answers:.2f} of "
+                f"its answers (goal <= 0.70); edge arm (true 0.94) applied by fixed only {b}, "
+                f"by sequential only {c}: McNemar p = {p:.3f} ({against})"
+            )
+    held, _ = ceiling(60, 4000, seed)
+    top = float(np.mean([held[t] for t in TRUTHS[1:]]))
+    noisy = study.cell("noisy", 60, 3, "fixed")
+    print(
+        f"PAIRED noisy 60x3 power (each arm alone) {_pct(noisy.alone_power).strip()} = "
+        f"{noisy.alone_power / top:.2f} of the CEILING rule's {_pct(top).strip()} (goal >= 0.80)"
+    )
+
+
 def simulate_study_of(
     cells: list[Scenario], runs: int, seed: int, method: IntervalMethod
 ) -> StudyResult:
@@ -289,6 +342,13 @@ def main(argv: list[str] | None = None) -> None:
         help="only measure what derailed answers cost each arm, RUNS calibrations per cell",
     )
     parser.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only compare fixed and sequential (✓ rates, answers, edge discordance), paired",
+    )
+    parser.add_argument(
         "--lone-derail",
         type=int,
         default=0,
@@ -296,6 +356,12 @@ def main(argv: list[str] | None = None) -> None:
         help="only measure what setting derails aside buys and costs, RUNS calibrations per cell",
     )
     args = parser.parse_args(argv)
+    if args.paired:
+        start = time.perf_counter()
+        paired(args.paired, args.seed, args.processes)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
+        return
     for runs, study in (
         (args.derail_cost, derail_cost),
         (args.lone_derail, lone_derail),

@@ -86,6 +86,15 @@ class Scenario:
     hard_share: float = HARD_SHARE
     hurt_ratio: float = HARD_HURT_RATIO
     task_loss: tuple[float, float] = TASK_LOSS
+    #: The judge as a design dimension (`tokenlens.simulate_judge`): readings per pair,
+    #: averaged (`judge_sd` is one reading's noise); the independent judge models they
+    #: are spread over; the share of a model's noise that is its stable opinion of an
+    #: answer (no repeated call of that model removes it); and, when > 0, the gap between
+    #: a pair's first two readings (points of comp - clear) that buys two more readings.
+    judge_calls: int = 1
+    judge_models: int = 1
+    judge_stable_share: float = 0.0
+    judge_recheck: float = 0.0
 
 
 def _hurt_probabilities(
@@ -113,10 +122,38 @@ def simulate_grades(
     """A grades table (columns of `tables.GRADES`) drawn from the scenario."""
     s = scenario
     rows: list[dict[str, object]] = []
+    calls = 0
+    stable_sd = s.judge_sd * math.sqrt(s.judge_stable_share)
+    call_sd = s.judge_sd * math.sqrt(1.0 - s.judge_stable_share)
 
-    def grade(value: float) -> float:
-        noisy = value + rng.normal(0.0, s.judge_sd)
+    def grade(value: float, offset: float = 0.0) -> float:
+        noisy = value + offset + rng.normal(0.0, call_sd)
         return float(min(max(s.grade_step * round(noisy / s.grade_step), 0), 100))
+
+    def judge(clear: float, other: float) -> tuple[float, float]:
+        """One pair's grades: the mean of its readings (one, unless the design asks more)."""
+        nonlocal calls
+        if s.judge_calls == 1 and not s.judge_recheck and not stable_sd:
+            calls += 1
+            return grade(clear), grade(other)
+        models = max(1, s.judge_models)
+        stable = rng.normal(0.0, stable_sd, (models, 2)) if stable_sd else np.zeros((models, 2))
+        readings = [
+            (grade(clear, stable[i % models, 0]), grade(other, stable[i % models, 1]))
+            for i in range(s.judge_calls)
+        ]
+        if s.judge_recheck and len(readings) >= 2:
+            gaps = [b - a for a, b in readings[:2]]
+            if abs(gaps[0] - gaps[1]) > s.judge_recheck:
+                readings += [
+                    (grade(clear, stable[i % models, 0]), grade(other, stable[i % models, 1]))
+                    for i in range(2)
+                ]
+        calls += len(readings)
+        return (
+            float(np.mean([a for a, _ in readings])),
+            float(np.mean([b for _, b in readings])),
+        )
 
     def answer(quality: float) -> float:
         if s.derail and rng.random() < s.derail:
@@ -153,20 +190,22 @@ def simulate_grades(
                 if s.missing_rate and rng.random() < s.missing_rate:
                     continue
                 failed = bool(s.error_rate) and rng.random() < s.error_rate
+                graded = None if failed else judge(clear, other)
                 rows.append(
                     {
                         **base,
                         "arm": key,
                         "method": CONTROL if parsed is None else parsed.method,
                         "rate": None if parsed is None else parsed.rate,
-                        "grade_clear": None if failed else grade(clear),
-                        "grade_comp": None if failed else grade(other),
+                        "grade_clear": None if graded is None else graded[0],
+                        "grade_comp": None if graded is None else graded[1],
                         "reduction": reduction,
                         "error": "judge reply was not JSON" if failed else None,
                     }
                 )
     df = pd.DataFrame(rows)
     df["judge"] = "sim-judge"
+    df.attrs["judge_calls"] = calls
     return df
 
 

@@ -44,10 +44,14 @@ def table_oracle(table: pd.DataFrame) -> Oracle:
 
 def calls_for_cells(cells: pd.DataFrame) -> int:
     """Paid calls behind a set of graded cells: cleartext answers + answer and judge each."""
+    return answers_for_cells(cells) + len(cells)
+
+
+def answers_for_cells(cells: pd.DataFrame) -> int:
+    """Answers paid behind a set of graded cells: cleartext answers + one per cell."""
     if cells.empty:
         return 0
-    clear = cells[["task_id", "replicate"]].drop_duplicates()
-    return int(len(clear) + 2 * len(cells))
+    return int(len(cells[["task_id", "replicate"]].drop_duplicates()) + len(cells))
 
 
 @dataclass

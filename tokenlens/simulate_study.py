@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ import pandas as pd
 from tokenlens.decision import aggregate, decide
 from tokenlens.decision.sequential import ClassPlan, SequentialSettings, run_sequential
 from tokenlens.simulate import DEFAULT_SCENARIOS, Scenario, SimArm, simulate_grades
-from tokenlens.simulate_sequential import calls_for_cells, table_oracle
+from tokenlens.simulate_sequential import answers_for_cells, calls_for_cells, table_oracle
 
 TOLERANCE = 0.95
 #: The arm that must not be applied: one point below the tolerance.
@@ -96,6 +96,16 @@ class CellTally:
     savings: float = 0.0
     oracle_savings: float = 0.0
     calls: int = 0
+    #: Answers paid (cleartext and arm/control answers; the rest of the calls are judges).
+    answers: int = 0
+    #: Runs whose ladder class was published ✓, and the savings of those entries alone
+    #: (what a proxy without `--allow-provisional` applies).
+    certified: int = 0
+    certified_savings: float = 0.0
+    #: Paired with the other design on the same draws: runs where only this design
+    #: applied the borderline arm, and runs where both published the ladder ✓.
+    edge_only: int = 0
+    certified_both: int = 0
 
     @property
     def false_rate(self) -> float:
@@ -121,26 +131,50 @@ class CellTally:
     def calls_per_run(self) -> float:
         return self.calls / self.runs if self.runs else math.nan
 
+    @property
+    def answers_per_run(self) -> float:
+        return self.answers / self.runs if self.runs else math.nan
+
+    @property
+    def certified_rate(self) -> float:
+        return self.certified / self.runs if self.runs else math.nan
+
+    @property
+    def certified_share(self) -> float:
+        """Share of the oracle's savings that ✓ entries alone deliver."""
+        return self.certified_savings / self.oracle_savings if self.oracle_savings else math.nan
+
     def add(self, other: CellTally) -> None:
-        names = ("runs", "false_applied", "good", "held", "alone_held", "savings", "oracle_savings")
-        for name in names:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.calls += other.calls
+        for f in fields(self):
+            if f.type in ("int", "float") and f.name not in ("tasks", "repeats"):
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-def _chosen(curve_table: pd.DataFrame, task_class: str) -> str | None:
+@dataclass(frozen=True)
+class Outcome:
+    """What one design published for one class on one draw, and what it paid."""
+
+    chosen: str | None
+    certified: bool
+    calls: int
+    answers: int
+
+
+def _outcome(curve_table: pd.DataFrame, task_class: str, paid: pd.DataFrame) -> Outcome:
     from tokenlens.decision import Curve
 
     curve = Curve(curve_table, TOLERANCE, "interval", "sim-judge")
     entry = decide(curve, calibration_id="simulation", model="sim").classes.get(task_class)
-    return None if entry is None or entry.arm is None else entry.arm.key
+    chosen = None if entry is None or entry.arm is None else entry.arm.key
+    certified = entry is not None and entry.verdict == "measured"
+    return Outcome(chosen, certified, calls_for_cells(paid), answers_for_cells(paid))
 
 
 def _decisions(
     table: pd.DataFrame, arms: Sequence[SimArm], task_class: str, repeats: int
-) -> tuple[dict[str, tuple[str | None, int]], set[str]]:
-    """Fixed and sequential: the published arm and the calls paid, on one draw; and the
-    arms that pass on their own in the fixed design."""
+) -> tuple[dict[str, Outcome], set[str]]:
+    """Fixed and sequential: what each published and paid, on one draw; and the arms that
+    pass on their own in the fixed design."""
     fixed = aggregate(table, tolerance=TOLERANCE, pooled=False)
     rows = fixed.rows(task_class)
     passing = set(rows.loc[rows["passes"].astype(bool), "arm"])
@@ -149,8 +183,8 @@ def _decisions(
     settings = SequentialSettings(tolerance=TOLERANCE, max_repeats=repeats)
     seq = run_sequential([plan], table_oracle(table), settings)
     return {
-        "fixed": (_chosen(fixed.table, task_class), calls_for_cells(table)),
-        "sequential": (_chosen(seq.curve.table, task_class), calls_for_cells(seq.grades)),
+        "fixed": _outcome(fixed.table, task_class, table),
+        "sequential": _outcome(seq.curve.table, task_class, seq.grades),
     }, passing
 
 
@@ -170,11 +204,16 @@ def run_cell(
         border_out, _ = _decisions(border, BORDERLINE, "border", repeats)
         ladder_out, passing = _decisions(ladder, LADDER, "ladder", repeats)
         for design, tally in tallies.items():
-            chosen_border, border_calls = border_out[design]
-            chosen, ladder_calls = ladder_out[design]
+            other = DESIGN_NAMES[1 - DESIGN_NAMES.index(design)]
+            edge, out = border_out[design], ladder_out[design]
+            chosen = out.chosen
             tally.runs += 1
-            tally.calls += border_calls + ladder_calls
-            tally.false_applied += int(chosen_border is not None)
+            tally.calls += edge.calls + out.calls
+            tally.answers += edge.answers + out.answers
+            tally.false_applied += int(edge.chosen is not None)
+            tally.edge_only += int(edge.chosen is not None and border_out[other].chosen is None)
+            tally.certified += int(out.certified)
+            tally.certified_both += int(out.certified and ladder_out[other].certified)
             reached = order.index(chosen) if chosen is not None else -1
             for i, key in enumerate(order):
                 if truth[key].true_retention >= TOLERANCE + 0.02 - 1e-9:
@@ -184,6 +223,7 @@ def run_cell(
             tally.oracle_savings += oracle
             if chosen is not None and truth[chosen].true_retention >= TOLERANCE:
                 tally.savings += truth[chosen].reduction
+                tally.certified_savings += truth[chosen].reduction if out.certified else 0.0
     return list(tallies.values())
 
 

@@ -41,3 +41,38 @@ def test_a_lossless_arm_on_a_60_task_pool_is_certified_as_often_as_the_fixed_des
     assert seq >= fixed - 1, [s for _, s, _, _ in runs]
     # ... and still for fewer answers than the fixed design pays.
     assert sum(c for *_, c in runs) < 0.8 * sum(c for *_, c, _ in runs)
+
+
+def test_only_the_arm_the_walk_would_publish_is_sampled_on_toward_the_check() -> None:
+    from tests.decision.test_sequential import REDUCTIONS, scripted_oracle
+
+    from tokenlens.decision.sequential import Cell
+
+    ratio = {"safe": 1.0, "prune@0.8": 1.0, "prune@0.6": 0.6}
+    log: list[Cell] = []
+    plan = ClassPlan("x", tuple(f"x-{i:02d}" for i in range(60)), tuple(REDUCTIONS)[:3])
+    result = run_sequential([plan], scripted_oracle(ratio, log))
+
+    def tasks_of(arm: str) -> int:
+        return len({c.task_id for c in log if c.arm == arm})
+
+    entry = decide(result.curve, calibration_id="seq-test", model="m").classes["x"]
+    assert entry.arm is not None and entry.arm.key == "prune@0.8"
+    assert entry.verdict == "measured"
+    assert tasks_of("prune@0.8") == 60  # chased to a ✓'s evidence
+    assert tasks_of("safe") == 20  # cleared for ?, then left: the walk goes past it
+    assert tasks_of("prune@0.6") == 10  # failed at its first look
+    assert result.stops_at_provisional == {}
+    assert len(log) == len(set(log))
+
+
+def test_a_pool_below_the_check_size_stops_at_provisional_and_says_why() -> None:
+    from tests.decision.test_sequential import REDUCTIONS, scripted_oracle
+
+    ratio = {"safe": 1.0, "prune@0.8": 1.0}
+    plan = ClassPlan("x", tuple(f"x-{i:02d}" for i in range(40)), tuple(REDUCTIONS)[:2])
+    result = run_sequential([plan], scripted_oracle(ratio, []))
+    entry = decide(result.curve, calibration_id="seq-test", model="m").classes["x"]
+    assert entry.verdict == "provisional"
+    assert "40 tasks" in result.stops_at_provisional["x"]
+    assert "60" in result.stops_at_provisional["x"]

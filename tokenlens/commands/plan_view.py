@@ -10,7 +10,15 @@ from typing import Any, cast
 from tokenlens.calibration.runs import MANIFEST, RunManifest, read_manifest
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
-from tokenlens.decision.planner import ArmPlan, plan_arm
+from tokenlens.decision.evidence import tasks_for_measured
+from tokenlens.decision.planner import (
+    ASSUMED_JUDGE_SHARE,
+    ArmPlan,
+    best_option,
+    judge_options,
+    next_lever,
+    plan_arm,
+)
 from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
 from tokenlens.policy import Policy
@@ -200,3 +208,71 @@ def print_plans(
                 f"{_money(d.cost_batch_usd) if d.tasks else '—':>12}"
             )
         print(f"{'':<22}{plan.note}")
+    if judge_model is not None:
+        print("More answers or more judging (80% power at the tasks a ✓ needs):")
+        for line in lever_lines(inputs, plans, model=model, judge_model=judge_model):
+            print(f"  {line}")
+
+
+def judge_share(inputs: PlanInputs, task_class: str) -> float | None:
+    """The judge's share of the class's noise floor, when the run measured the split
+    (`--judge-twice`); None otherwise."""
+    for r in inputs.curve:
+        if r["task_class"] == task_class and r["arm"] == CONTROL:
+            judge, sampling = _num(r.get("floor_judge")), _num(r.get("floor_sampling"))
+            if judge is not None and sampling is not None and judge + sampling > 0:
+                return judge / (judge + sampling)
+    return None
+
+
+def lever_lines(
+    inputs: PlanInputs, plans: list[ArmPlan], *, model: str, judge_model: str
+) -> list[str]:
+    """Per class, at the tasks a ✓ needs: more answers (repeats) or more judging (both A/B
+    orders)? Read for the class's hardest arm that can hold (smallest positive margin)."""
+    assert inputs.tolerance is not None
+    need = tasks_for_measured(inputs.tolerance)
+    current = (3, inputs.judge_calls_per_pair)
+    lines: list[str] = []
+    classes = dict.fromkeys(p.task_class for p in plans)
+    for name in classes:
+        mine = [p for p in plans if p.task_class == name and p.assumed_retention > inputs.tolerance]
+        if not mine:
+            continue
+        plan = min(mine, key=lambda p: p.assumed_retention)
+        share = judge_share(inputs, name)
+        options = judge_options(
+            tolerance=inputs.tolerance,
+            retention=plan.assumed_retention,
+            spread=plan.spread,
+            judge_share=share,
+            tasks=need,
+            n_arms=len([p for p in plans if p.task_class == name]),
+            prompt_tokens=inputs.prompt_tokens.get(name, DEFAULT_PROMPT_TOKENS),
+            model=model,
+            judge_model=judge_model,
+        )
+        noise = (
+            f"the judge is {share:.0%} of the noise floor (measured)"
+            if share is not None
+            else f"judge share of the noise unknown, {ASSUMED_JUDGE_SHARE:.0%} assumed "
+            "(--judge-twice measures it)"
+        )
+        step = next_lever(options, *current)
+        best = best_option(options)
+        here = next(o for o in options if (o.repeats, o.readings) == current)
+        words = [
+            f"{name} ({arm_label(plan.arm)}) at {need} tasks: {noise}; "
+            f"{current[0]} repeats x {current[1]} reading(s) {here.power:.0%} power"
+        ]
+        if step is not None:
+            words.append(f"next dollar: {step[0]} (+{step[1]:.0%} power for {_money(step[2])})")
+        if best is not None:
+            orders = ", both A/B orders" if best.readings == 2 else ""
+            words.append(
+                f"cheapest with 80% power: {best.repeats} repeats{orders}, {_money(best.cost_usd)}"
+            )
+        else:
+            words.append("no option here reaches 80% power at this size")
+        lines.append("; ".join(words))
+    return lines

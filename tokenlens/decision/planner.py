@@ -180,3 +180,108 @@ def detectable_retention(
     se = math.sqrt((spread.between**2 + within**2 / max(repeats, 1)) / tasks)
     need = t_quantile(1 - ALPHA, tasks - 1) + t_quantile(POWER, tasks - 1)
     return tolerance + need * se
+
+
+#: The judge's share of the within-task noise assumed when no run measured it
+#: (`--judge-twice` measures it: the control's pairs judged a second time).
+ASSUMED_JUDGE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class JudgeOption:
+    """One way to spend calls on a class at a fixed task count: answer repeats, and judge
+    readings per pair averaged (2: both A/B orders, `--judge-both-orders`)."""
+
+    repeats: int
+    readings: int
+    tasks: int
+    power: float
+    cost_usd: float | None
+
+    @property
+    def power_per_dollar(self) -> float:
+        return self.power / self.cost_usd if self.cost_usd else math.nan
+
+
+def read_spread(spread: Spread, judge_share: float, readings: int) -> Spread:
+    """The spread when each pair is read `readings` times and averaged: the judge's share
+    of the within-task variance shrinks by 1/readings; the answers' own share does not."""
+    within = spread.within or 0.0
+    share = min(max(judge_share, 0.0), 1.0)
+    return Spread(spread.between, within * math.sqrt(1.0 - share + share / max(readings, 1)))
+
+
+def power_at(effect: float, spread: Spread, tasks: int, repeats: int) -> float:
+    """Power of the one-sided test at `ALPHA` for a true margin `effect` (normal approx.)."""
+    if tasks < 2:
+        return 0.0
+    within = spread.within or 0.0
+    se = math.sqrt((spread.between**2 + within**2 / max(repeats, 1)) / tasks)
+    if se <= 0:
+        return 1.0 if effect > 0 else 0.0
+    from statistics import NormalDist
+
+    return NormalDist().cdf(effect / se - t_quantile(1 - ALPHA, tasks - 1))
+
+
+def judge_options(
+    *,
+    tolerance: float,
+    retention: float | None,
+    spread: Spread | None,
+    judge_share: float | None,
+    tasks: int,
+    n_arms: int,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str,
+    repeats: Sequence[int] = (1, 2, 3, 4, 5, 6),
+    readings: Sequence[int] = (1, 2),
+) -> list[JudgeOption]:
+    """Power and price of each (repeats, readings) at `tasks` tasks: where more answers
+    buy more than more judging, and the reverse."""
+    truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
+    sp = spread if spread is not None else ASSUMED_SPREAD
+    share = ASSUMED_JUDGE_SHARE if judge_share is None else judge_share
+    out: list[JudgeOption] = []
+    for r in repeats:
+        for k in readings:
+            cost = price_design(
+                tasks,
+                r,
+                n_arms,
+                prompt_tokens=prompt_tokens,
+                model=model,
+                judge_model=judge_model,
+                judge_calls_per_pair=k,
+            )
+            power = power_at(truth - tolerance, read_spread(sp, share, k), tasks, r)
+            out.append(JudgeOption(r, k, tasks, power, cost))
+    return out
+
+
+def best_option(options: Sequence[JudgeOption]) -> JudgeOption | None:
+    """The cheapest option with the planner's power (None: no option reaches it)."""
+    enough = [o for o in options if o.cost_usd is not None and o.power >= POWER]
+    return min(enough, key=lambda o: (o.cost_usd or 0.0, -o.power), default=None)
+
+
+def next_lever(
+    options: Sequence[JudgeOption], repeats: int, readings: int
+) -> tuple[str, float, float] | None:
+    """From the current design, which step buys more power per extra dollar: one more
+    repeat, or a second judge reading per pair. (name, power gained, dollars added)."""
+    by = {(o.repeats, o.readings): o for o in options}
+    here = by.get((repeats, readings))
+    if here is None or here.cost_usd is None:
+        return None
+    steps = {"one more repeat": by.get((repeats + 1, readings))}
+    steps["both A/B orders"] = by.get((repeats, 2)) if readings == 1 else None
+    best: tuple[str, float, float] | None = None
+    for name, step in steps.items():
+        if step is None or step.cost_usd is None or step.cost_usd <= here.cost_usd:
+            continue
+        gain, dollars = step.power - here.power, step.cost_usd - here.cost_usd
+        if best is None or gain / dollars > best[1] / best[2]:
+            best = (name, gain, dollars)
+    return best

@@ -4,7 +4,14 @@ A fixed design pays for every task x arm x repeat up front. This loop pays in ro
 after each round asks the same `aggregate` the fixed design uses:
 
 * an arm whose bound clears the tolerance (at that look's spent error, see
-  `tokenlens.decision.spending`) is settled *held* and sampled no further;
+  `tokenlens.decision.spending`) with the evidence a ✓ needs is settled *held* and
+  sampled no further. One that clears on fewer tasks than a ✓ needs is *provisional*:
+  the walk goes on past it, and when every arm is settled the arm the walk would publish,
+  if provisional, is sampled on (more tasks, then repeats, at its next looks) toward the
+  ✓ evidence — when the class's task pool can reach it. Otherwise the class stops at ?
+  and `SequentialResult.stops_at_provisional` says why. The final read of every arm is
+  at its last look, so an arm that cleared early but fails on the fuller evidence is not
+  applied: a bad arm is applied only if it crosses at a look the spending paid for;
 * an arm whose upper bound is below the tolerance is settled *failed* (a futility stop:
   it can only make fewer arms hold, so it costs no error), and arms beyond it on the
   ladder are never sampled — the walk would ignore them anyway;
@@ -31,7 +38,7 @@ import pandas as pd
 
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES, ALPHA, Curve, aggregate
-from tokenlens.decision.evidence import tasks_for_provisional
+from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisional
 from tokenlens.decision.grades import Mode
 from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.decision.planner import ASSUMED_SPREAD
@@ -107,18 +114,25 @@ class SequentialResult:
     cells: int = 0
     #: Class -> the last look's nominal error (what the final curve was computed at).
     final_alpha: dict[str, float] = field(default_factory=dict)
+    #: Class -> why the design could not go for ✓ there (its pool is below a ✓'s size).
+    stops_at_provisional: dict[str, str] = field(default_factory=dict)
 
 
-def schedule(pool: int, need: int, first: int, max_repeats: int) -> list[tuple[int, int]]:
-    """(tasks, repeats) of each look: tasks grow (to `need`, then doubling) to the pool,
-    then repeats grow to `max_repeats`."""
+def schedule(
+    pool: int, need: int, first: int, max_repeats: int, need_measured: int | None = None
+) -> list[tuple[int, int]]:
+    """(tasks, repeats) of each look: tasks grow (to `need`, then doubling, with a look at
+    `need_measured`, what a ✓ needs) to the pool, then repeats grow to `max_repeats`."""
     points: list[tuple[int, int]] = []
     n = max(1, min(first, pool))
     while True:
         points.append((n, 1))
         if n >= pool:
             break
-        n = min(pool, need if n < need else 2 * n)
+        step = need if n < need else 2 * n
+        if need_measured is not None and n < need_measured < step:
+            step = need_measured
+        n = min(pool, step)
     points.extend((pool, r) for r in range(2, max_repeats + 1))
     return points
 
@@ -150,14 +164,22 @@ class _ClassState:
     alphas: list[float]
     lookahead: int
     need: int  # tasks a ? needs (the evidence rule)
+    need_measured: int  # tasks a ✓ needs
     looks: dict[str, int] = field(default_factory=dict)  # arm -> its next look (started arms)
     settled: dict[str, str] = field(default_factory=dict)
+    #: Arms sampled on toward the ✓ evidence after clearing for ?.
+    chasing: set[str] = field(default_factory=set)
     done: bool = False
     unmeasurable: bool = False
 
+    @property
+    def certifiable(self) -> bool:
+        """Can the pool reach the evidence a ✓ needs?"""
+        return len(self.plan.tasks) >= self.need_measured
+
     def frontier(self) -> list[str]:
-        """Open arms to sample now: in ladder order, past held ones, up to the first
-        failure, at most `lookahead` of them."""
+        """Open arms to sample now: in ladder order, past held (or provisional) ones, up to
+        the first failure, at most `lookahead` of them."""
         out: list[str] = []
         for arm in self.plan.arms:
             status = self.settled.get(arm)
@@ -168,6 +190,23 @@ class _ClassState:
                 if len(out) == self.lookahead:
                     break
         return out
+
+    def chase(self) -> bool:
+        """With no open arm left: reopen the arm the walk would publish if it cleared only
+        for ? (its next look adds evidence toward ✓). False when there is none."""
+        candidate = None
+        for arm in self.plan.arms:
+            status = self.settled.get(arm)
+            if status == "failed":
+                break
+            if status in ("held", "provisional"):
+                candidate = arm
+        if candidate is None or self.settled[candidate] != "provisional":
+            return False
+        del self.settled[candidate]
+        self.chasing.add(candidate)
+        self.looks[candidate] += 1
+        return True
 
     def statuses(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -233,7 +272,12 @@ def _settle_arms(
             # "failed" here would stop the ladder where the fixed design goes on.
             state.settled[arm] = str(row["status"])
         elif bool(row["passes"]):
-            state.settled[arm] = "held"
+            if bool(row["certain"]) or not state.certifiable or state.last_look(arm):
+                state.settled[arm] = "held"
+            elif arm in state.chasing:
+                state.looks[arm] += 1  # cleared for ?, not yet with a ✓'s evidence
+            else:
+                state.settled[arm] = "provisional"
         elif (
             int(row["n_tasks"]) >= MIN_TASKS_FOR_FUTILITY
             and high is not None
@@ -245,7 +289,7 @@ def _settle_arms(
             state.looks[arm] = state.looks.get(arm, 0) + 1
         if state.settled.get(arm) == "failed":
             break
-    if not state.frontier():
+    if not state.frontier() and not state.chase():
         state.done = True
 
 
@@ -269,12 +313,15 @@ def run_sequential(
 ) -> SequentialResult:
     """Ask the oracle for rounds of cells until every class is decided; return the curve."""
     need = tasks_for_provisional(settings.tolerance)
+    need_measured = tasks_for_measured(settings.tolerance)
     first = settings.first_tasks or max(5, math.ceil(need / 2))
     states: dict[str, _ClassState] = {}
     for plan in plans:
-        points = schedule(len(plan.tasks), need, first, settings.max_repeats)
+        points = schedule(len(plan.tasks), need, first, settings.max_repeats, need_measured)
         alphas = look_alphas(points, need, settings.alpha, settings.spread)
-        states[plan.task_class] = _ClassState(plan, points, alphas, settings.lookahead, need)
+        states[plan.task_class] = _ClassState(
+            plan, points, alphas, settings.lookahead, need, need_measured
+        )
     frames: list[pd.DataFrame] = []
     asked: set[Cell] = set()
     rounds: list[RoundSummary] = []
@@ -369,4 +416,10 @@ def _finish(
         tables.append(pooled.table[pooled.table["task_class"] == ALL_CLASSES])
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=CURVE.names)
     curve = Curve(table, settings.tolerance, settings.mode, judge)
-    return SequentialResult(grades, curve, rounds, cells, final_alpha)
+    stops = {
+        name: f"its pool has {len(s.plan.tasks)} tasks and a ✓ needs {s.need_measured}: "
+        "an arm that clears is published as ? at most"
+        for name, s in states.items()
+        if not s.certifiable
+    }
+    return SequentialResult(grades, curve, rounds, cells, final_alpha, stops)

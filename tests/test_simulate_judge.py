@@ -1,0 +1,125 @@
+"""Judge noise as a design dimension: the simulated levers and the planner's choice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tokenlens.commands.plan_view import PlanInputs, build_plans, lever_lines
+from tokenlens.decision.planner import (
+    best_option,
+    judge_options,
+    next_lever,
+    power_at,
+    read_spread,
+)
+from tokenlens.simulate import SimArm, simulate_grades
+from tokenlens.simulate_judge import LEVERS, Lever, run_lever
+from tokenlens.simulate_study import WORLDS
+from tokenlens.stats import Spread
+
+LOSSLESS = (SimArm("prune@0.6", 1.0, 0.3),)
+QUIET = replace(WORLDS["noisy"], derail=0.0, error_rate=0.0, missing_rate=0.0, grade_step=1)
+
+
+def _gap_sd(world, seed: int) -> tuple[float, int]:
+    """Spread of comp - clear on a lossless arm, and the judge readings paid."""
+    grades = simulate_grades(world, np.random.default_rng(seed))
+    rows = grades[grades["arm"] != "control"]
+    gap = (rows["grade_comp"] - rows["grade_clear"]).to_numpy(float)
+    return float(np.std(gap)), int(grades.attrs["judge_calls"])
+
+
+def test_more_readings_per_pair_cost_calls_and_quiet_only_the_judge() -> None:
+    base = replace(QUIET, n_tasks=60, replicates=3, arms=LOSSLESS, sampling_sd=0.0)
+    one_sd, one_calls = _gap_sd(base, 1)
+    two_sd, two_calls = _gap_sd(replace(base, judge_calls=2), 1)
+    assert two_calls == 2 * one_calls
+    assert two_sd < 0.8 * one_sd  # ~1/sqrt(2) of a judge-only noise
+    # A stable opinion of the answer is not removed by asking the same model again ...
+    stable = replace(base, judge_stable_share=1.0)
+    again, _ = _gap_sd(replace(stable, judge_calls=2), 1)
+    other, _ = _gap_sd(replace(stable, judge_calls=2, judge_models=2), 1)
+    assert again > 0.9 * one_sd
+    # ... but a second model's opinion is independent of the first's.
+    assert other < 0.8 * again
+
+
+def test_rechecking_disagreeing_pairs_pays_extra_readings_only_where_they_disagree() -> None:
+    base = replace(QUIET, n_tasks=30, replicates=1, arms=LOSSLESS)
+    _, both = _gap_sd(replace(base, judge_calls=2), 2)
+    _, recheck = _gap_sd(replace(base, judge_calls=2, judge_recheck=10.0), 2)
+    _, never = _gap_sd(replace(base, judge_calls=2, judge_recheck=1000.0), 2)
+    assert never == both < recheck < 2 * both
+
+
+def test_a_lever_run_reads_every_arm_and_counts_its_readings() -> None:
+    result = run_lever(WORLDS["noisy"], Lever("both orders", judge_calls=2), 0.0, runs=2, seed=3)
+    assert result.runs == 2 and result.bad == 2 and result.good == 6
+    assert result.readings_per_pair == pytest.approx(2.0, abs=0.05)  # a few judge errors
+    one = run_lever(WORLDS["noisy"], LEVERS[0], 0.0, runs=2, seed=3)
+    assert one.cost_usd < result.cost_usd
+
+
+def test_the_planner_judges_twice_only_where_the_judge_is_the_noise() -> None:
+    spread = Spread(0.05, 0.10)
+    quiet_judge = read_spread(spread, 0.0, 2)
+    loud_judge = read_spread(spread, 0.9, 2)
+    assert quiet_judge == spread and loud_judge.within is not None and loud_judge.within < 0.08
+    assert power_at(0.02, spread, 60, 3) > power_at(0.02, spread, 20, 3)
+
+    def step(share: float) -> str:
+        options = judge_options(
+            tolerance=0.95,
+            retention=0.97,
+            spread=spread,
+            judge_share=share,
+            tasks=60,
+            n_arms=4,
+            prompt_tokens=1000,
+            model="claude-haiku-4-5",
+            judge_model="claude-haiku-4-5",
+        )
+        found = next_lever(options, 3, 1)
+        assert found is not None
+        return found[0]
+
+    assert step(0.0) == "one more repeat"
+    assert step(0.9) == "both A/B orders"
+
+
+def test_plan_says_which_lever_buys_more_for_a_measured_class() -> None:
+    curve = [
+        {"task_class": "qa", "arm": "control", "floor_judge": 0.03, "floor_sampling": 0.003},
+        {
+            "task_class": "qa",
+            "arm": "prune@0.6",
+            "retention": 0.97,
+            "sd_between": 0.05,
+            "sd_within": 0.10,
+        },
+    ]
+    inputs = PlanInputs("run-1", 0.95, "claude-haiku-4-5", curve)  # type: ignore[arg-type]
+    plans = build_plans(inputs, model="claude-haiku-4-5", judge_model="claude-haiku-4-5")
+    (line,) = lever_lines(
+        inputs, plans, model="claude-haiku-4-5", judge_model="claude-haiku-4-5"
+    )
+    assert "qa" in line and "91% of the noise floor (measured)" in line
+    assert "next dollar: both A/B orders" in line
+    options = judge_options(
+        tolerance=0.95,
+        retention=0.97,
+        spread=Spread(0.05, 0.10),
+        judge_share=0.91,
+        tasks=60,
+        n_arms=1,
+        prompt_tokens=1000,
+        model="claude-haiku-4-5",
+        judge_model="claude-haiku-4-5",
+    )
+    best = best_option(options)
+    assert best is not None and best.power >= 0.8
+    assert pd.notna(best.cost_usd)
