@@ -22,6 +22,7 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --derail-cost 1000   # what derails cost
        .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # derails set aside
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
+       .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -312,6 +313,39 @@ def paired(runs: int, seed: int, processes: int = 2) -> None:
     )
 
 
+def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
+    """The noisy world at 60 tasks: judge-noise levers against the same money spent on
+    repeats or tasks (`tokenlens.simulate_judge`), each arm alone, beside the CEILING."""
+    from tokenlens.simulate_judge import run_levers
+
+    results = run_levers(WORLDS["noisy"], runs=runs, seed=seed, processes=processes)
+    held, best = ceiling(60, 4000, seed)
+    tops = {
+        k: float(np.mean([v[t] for t in TRUTHS[1:]])) for k, v in (("rule", held), ("best", best))
+    }
+    print(
+        f"\n{'noisy world, 60 tasks: lever':30} {'stable':>6} {'design':>7} {'readings':>8} "
+        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'power/$':>8}"
+    )
+    for r in results:
+        lever = r.lever
+        print(
+            f"{lever.name:30} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
+            f"{r.readings_per_pair:8.2f} {r.cost_usd:8.2f} {_pct(r.power):>7} "
+            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} "
+            f"{100 * r.power / r.cost_usd:7.1f}%"
+        )
+    for share in sorted({r.stable_share for r in results}):
+        mine = [r for r in results if r.stable_share == share]
+        top = max(mine, key=lambda r: r.power)
+        print(
+            f"LEVER stable share {share:.1f}: most power {top.lever.name} "
+            f"{_pct(top.power).strip()} ({top.power / tops['best']:.2f} of the CEILING best "
+            f"{_pct(tops['best']).strip()}, rule {_pct(tops['rule']).strip()}; goal >= 0.80), "
+            f"0.94 arm held {_pct(top.false_rate).strip()}, ${top.cost_usd:.2f} a class"
+        )
+
+
 def simulate_study_of(
     cells: list[Scenario], runs: int, seed: int, method: IntervalMethod
 ) -> StudyResult:
@@ -349,6 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         help="only compare fixed and sequential (✓ rates, answers, edge discordance), paired",
     )
     parser.add_argument(
+        "--judge-levers",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="only compare judge-noise levers with more repeats or tasks (noisy world, 60 tasks)",
+    )
+    parser.add_argument(
         "--lone-derail",
         type=int,
         default=0,
@@ -356,9 +397,12 @@ def main(argv: list[str] | None = None) -> None:
         help="only measure what setting derails aside buys and costs, RUNS calibrations per cell",
     )
     args = parser.parse_args(argv)
-    if args.paired:
+    if args.paired or args.judge_levers:
         start = time.perf_counter()
-        paired(args.paired, args.seed, args.processes)
+        if args.paired:
+            paired(args.paired, args.seed, args.processes)
+        if args.judge_levers:
+            judge_levers(args.judge_levers, args.seed, args.processes)
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
         return

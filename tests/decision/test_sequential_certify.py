@@ -45,7 +45,6 @@ def test_a_lossless_arm_on_a_60_task_pool_is_certified_as_often_as_the_fixed_des
 
 def test_only_the_arm_the_walk_would_publish_is_sampled_on_toward_the_check() -> None:
     from tests.decision.test_sequential import REDUCTIONS, scripted_oracle
-
     from tokenlens.decision.sequential import Cell
 
     ratio = {"safe": 1.0, "prune@0.8": 1.0, "prune@0.6": 0.6}
