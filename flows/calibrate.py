@@ -139,7 +139,11 @@ def sample_in_rounds(
     saved = 1 - _paid_calls(result) / result.fixed_calls if result.fixed_calls else 0.0
     create_markdown_artifact(
         key=KEY_ROUNDS,
-        markdown=rounds_markdown(result.rounds[-1], asked, saved=saved) if result.rounds else "",
+        markdown=rounds_markdown(
+            result.rounds[-1], asked, saved=saved, stops=result.stops_at_provisional
+        )
+        if result.rounds
+        else "",
         description="Sequential design: final round",
     )
     return result

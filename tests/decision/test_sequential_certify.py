@@ -75,3 +75,14 @@ def test_a_pool_below_the_check_size_stops_at_provisional_and_says_why() -> None
     assert entry.verdict == "provisional"
     assert "40 tasks" in result.stops_at_provisional["x"]
     assert "60" in result.stops_at_provisional["x"]
+
+
+def test_the_rounds_artifact_says_which_classes_stop_at_provisional() -> None:
+    from tokenlens.calibration.rounds import rounds_markdown
+    from tokenlens.decision.sequential import RoundSummary
+
+    summary = RoundSummary(3, 12, {"qa": (40, 1)}, {"qa": {"prune@0.8": "held"}})
+    why = "its pool has 40 tasks and a ✓ needs 60: an arm that clears is published as ? at most"
+    text = rounds_markdown(summary, 90, stops={"qa": why})
+    assert "stop at ?" in text and f"- `qa`: {why}" in text
+    assert "stop at ?" not in rounds_markdown(summary, 90)

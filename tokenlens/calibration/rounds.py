@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -41,6 +41,8 @@ class RoundsResult:
     rounds: list[RoundSummary]
     fixed_calls: int  # what the fixed design would have asked for the same arms
     asked_pairs: int
+    #: Class -> why it cannot go for ✓ (its task pool is below a ✓'s size).
+    stops_at_provisional: dict[str, str] = field(default_factory=dict)
 
 
 def class_plans(
@@ -104,12 +106,25 @@ def rounds_stage(
         sum(calls_for(len(p.tasks), config.repeats, len(p.arms), llm_judge=llm)) for p in plans
     )
     return RoundsResult(
-        list(answers.values()), grades, result.curve, result.rounds, fixed, result.cells
+        list(answers.values()),
+        grades,
+        result.curve,
+        result.rounds,
+        fixed,
+        result.cells,
+        result.stops_at_provisional,
     )
 
 
-def rounds_markdown(summary: RoundSummary, asked: int, *, saved: float | None = None) -> str:
-    """A round's running verdicts for the Prefect UI (arm names in code spans: never links)."""
+def rounds_markdown(
+    summary: RoundSummary,
+    asked: int,
+    *,
+    saved: float | None = None,
+    stops: dict[str, str] | None = None,
+) -> str:
+    """A round's running verdicts for the Prefect UI (arm names in code spans: never links);
+    `stops`: classes that stop at ? and why."""
     lines = [f"### Round {summary.round}: {summary.cells} new pairs, {asked} so far", ""]
     if saved is not None:
         lines += [f"Calls saved against the fixed design: **{saved:.0%}**", ""]
@@ -118,4 +133,7 @@ def rounds_markdown(summary: RoundSummary, asked: int, *, saved: float | None = 
         n, r = summary.designs.get(name, (0, 0))
         for arm, status in statuses.items():
             lines.append(f"| `{name}` | {n} x {r} | `{arm}` | {status} |")
+    if stops:
+        lines += ["", "Classes that stop at ? (their task pool cannot reach a ✓):", ""]
+        lines += [f"- `{name}`: {why}" for name, why in stops.items()]
     return "\n".join(lines)
