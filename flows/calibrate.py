@@ -60,7 +60,7 @@ from tokenlens.calibration.summary import spend_line
 from tokenlens.calibration.warmup import warm_compression, warm_publishing
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
-from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, UpstreamUnavailable
 from tokenlens.ledger import LedgerView
 from tokenlens.report import seed_lines
 from tokenlens.tables import CompressionRow, GradeRow, TaskRow
@@ -286,7 +286,9 @@ def _run(  # the run once opened: every stage, then the result
                 )
                 if overlapped:
                     unavailable = _unavailable(compressing.result(), logger)
-        except SpendLimitReached as exc:
+        except (SpendLimitReached, UpstreamUnavailable) as exc:
+            if isinstance(exc, UpstreamUnavailable):
+                logger.error("the run stops, nothing measured: %s", exc)
             publish_spend(cal, side.estimate())
             carried = publish_carried(
                 cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"

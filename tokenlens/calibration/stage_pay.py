@@ -13,7 +13,8 @@ the arms' answers once the compressions are in, so compression overlaps network 
 
 Failures become error rows with the reason (a failed answer is never graded, a bad grade
 never becomes a number); running out of budget stops scheduling and raises
-`SpendLimitReached` after the tables of everything finished are written.
+`SpendLimitReached` after the tables of everything finished are written, and an open
+circuit breaker (`UpstreamUnavailable`: the upstream is down) does the same with its error.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def pay_stage(
         cal.store.write("answers", answers, tables.ANSWERS)
         cal.store.write("grades", grades, tables.GRADES)
     calls.ledger.compact()
+    if outcome.unavailable is not None:
+        raise outcome.unavailable
     if outcome.stopped_by_spend:
         unasked = sum(1 for kind, _ in outcome.skipped if kind == "answer")
         stage = "sampling" if unasked else "judging"
