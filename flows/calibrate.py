@@ -427,5 +427,8 @@ def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:
 
 
 def _terminal_progress() -> Progress:
-    """A bar on a terminal; plain progress lines every 30 s anywhere else."""
-    return RichProgress() if sys.stderr.isatty() else LineProgress()
+    """A bar on a terminal; anywhere else (a worker, a pipe, CI) a progress line every 10 s
+    through the run's logger, so it is in the run's log (a deployment discards stderr)."""
+    if sys.stderr.isatty():
+        return RichProgress()
+    return LineProgress(emit=get_run_logger().info)

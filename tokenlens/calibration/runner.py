@@ -28,7 +28,10 @@ class Progress(Protocol):
 
     def start(self, stage: str, total: int) -> None: ...
 
-    def advance(self, stage: str, done: int, total: int) -> None: ...
+    def advance(self, stage: str, done: int, total: int, cached: int = 0) -> None:
+        """`done` of `total` finished; `cached` of those needed no new call (a ledger
+        hit, a metric grade), so a rate and an ETA count only the others."""
+        ...
 
     def finish(self, stage: str) -> None: ...
 
@@ -37,7 +40,7 @@ class NoProgress:
     def start(self, stage: str, total: int) -> None:
         pass
 
-    def advance(self, stage: str, done: int, total: int) -> None:
+    def advance(self, stage: str, done: int, total: int, cached: int = 0) -> None:
         pass
 
     def finish(self, stage: str) -> None:
