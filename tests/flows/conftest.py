@@ -66,11 +66,24 @@ def notifications(
         json_data={"subject": "{{subject}}", "body": "{{body}}"},
     )
     block_id = block.save("tokenlens-calibration-hook", overwrite=True)
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    # The id as the automation file's comment says to read it.
+    assert (
+        "prefect block inspect custom-webhook/<your-block-name> -o json" in AUTOMATION.read_text()
+    )
+    shown = subprocess.run(
+        [PREFECT, "block", "inspect", "custom-webhook/tokenlens-calibration-hook", "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert json.loads(shown.stdout)["id"] == str(block_id)
     spec = yaml.safe_load(AUTOMATION.read_text())
     spec["actions"][0]["block_document_id"] = str(block_id)
     spec["name"] = "tokenlens-calibration-failed-test"
     (tmp_path / "automation.yaml").write_text(yaml.safe_dump(spec))
-    env = {**os.environ, "PREFECT_API_URL": prefect_api}
     done = subprocess.run(
         [PREFECT, "automation", "create", "--from-file", str(tmp_path / "automation.yaml")],
         env=env,
