@@ -60,7 +60,7 @@ from tokenlens.calibration.summary import spend_line
 from tokenlens.calibration.warmup import warm_compression, warm_publishing
 from tokenlens.decision import Curve
 from tokenlens.decision.sequential import RoundSummary
-from tokenlens.errors import CalibrationUnresolved, SpendLimitReached
+from tokenlens.errors import CalibrationUnresolved, SpendLimitReached, UpstreamUnavailable
 from tokenlens.ledger import LedgerView
 from tokenlens.report import seed_lines
 from tokenlens.tables import CompressionRow, GradeRow, TaskRow
@@ -290,7 +290,9 @@ def _run(  # the run once opened: every stage, then the result
                 )
                 if overlapped:
                     unavailable = _unavailable(compressing.result(), logger)
-        except SpendLimitReached as exc:
+        except (SpendLimitReached, UpstreamUnavailable) as exc:
+            if isinstance(exc, UpstreamUnavailable):
+                logger.error("the run stops, nothing measured: %s", exc)
             publish_spend(cal, side.estimate())
             carried = publish_carried(
                 cal.config, cal.store.run_id, f"run stopped unmeasured: {exc}"
@@ -429,5 +431,8 @@ def _on_the_side(fn: Callable[..., T], *args: Any) -> Future[T]:
 
 
 def _terminal_progress() -> Progress:
-    """A bar on a terminal; plain progress lines every 30 s anywhere else."""
-    return RichProgress() if sys.stderr.isatty() else LineProgress()
+    """A bar on a terminal; anywhere else (a worker, a pipe, CI) a progress line every 10 s
+    through the run's logger, so it is in the run's log (a deployment discards stderr)."""
+    if sys.stderr.isatty():
+        return RichProgress()
+    return LineProgress(emit=get_run_logger().info)

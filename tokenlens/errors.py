@@ -29,12 +29,31 @@ class ArmUnavailable(CompressionError):
 
 
 class ModelCallError(TokenLensError):
-    """A model call failed. ``retryable`` says whether trying again could help."""
+    """A model call failed. ``retryable`` says whether trying again could help; ``cause``,
+    when the backend knows it, is the short reason the same outage gives on every call
+    (e.g. "connection refused to http://host:port"), which the circuit breaker reports."""
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        cause: str | None = None,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.cause = cause
+
+
+class UpstreamUnavailable(ModelCallError):
+    """A client's circuit breaker is open: every attempt through it failed for a while
+    (`tokenlens.models.breaker`). Not retryable; a run that meets it stops, keeping the
+    tables of what finished, and says `cause` (e.g. "connection refused to http://...")."""
+
+    def __init__(self, message: str, *, cause: str) -> None:
+        super().__init__(message, retryable=False, status=None, cause=cause)
 
 
 class JudgeError(TokenLensError):

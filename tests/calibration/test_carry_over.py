@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from flows.calibrate import calibrate, flow_parameters
+from tests.policies import publish_certified
 from tokenlens.calibration.history import history_cells, history_rows, load_history
 from tokenlens.calibration.result import CalibrationResult
 from tokenlens.compress.arms import Arm
 from tokenlens.config import CalibrationConfig
-from tokenlens.decision.carryover import stamp
 from tokenlens.errors import SpendLimitReached
-from tokenlens.policy import Policy, PolicyEntry, load_policy, write_policy
+from tokenlens.policy import Policy, load_policy
 from tokenlens.proxy.apply import choose_arm
 from tokenlens.proxy.policy_store import PolicyStore
 from tokenlens.testing import FakeAnthropic
@@ -33,38 +33,6 @@ pytestmark = pytest.mark.slow
 def run(config: CalibrationConfig, **options: Any) -> CalibrationResult:
     options.setdefault("fail_on_unresolved", False)
     return calibrate(**flow_parameters(config, **options))
-
-
-def publish_certified(config: CalibrationConfig, created: datetime) -> Policy:
-    """Last week's good night: extraction ✓ prune@0.5, default ✓ safe, same settings."""
-
-    def certified(name: str, method: str, rate: float | None) -> PolicyEntry:
-        return PolicyEntry(
-            task_class=name,
-            verdict="measured",
-            method=method,
-            rate=rate,
-            reduction_pct=30.0,
-            retention_mean=0.98,
-            bar=0.95,
-            reason="measured — held",
-        )
-
-    good = Policy(
-        created=created,
-        calibration_id="cal-lastgood",
-        run_id="20261101-023000-aaaaaa",
-        model=str(config.model),
-        backend="anthropic",
-        judge="metric",
-        tolerance=config.tolerance,
-        mode=config.mode,
-        classes={"extraction": certified("extraction", "prune", 0.5)},
-        default=certified("default", "safe", None),
-    )
-    good = stamp(good, timedelta(days=config.max_policy_age or 0))
-    write_policy(good, Path(config.reports) / "policy")
-    return good
 
 
 def latest(config: CalibrationConfig) -> Policy:

@@ -9,22 +9,18 @@ docs/schedule.md says, and flow runs of `calibrate` (and of another flow) ending
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from tests.flows.conftest import wait_for_messages
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOMATION = REPO / "automations" / "calibration-failed.yaml"
+NO_LINK = "no link to the run: the Prefect server was started without PREFECT_UI_URL"
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 
@@ -46,62 +42,14 @@ def test_automation_file_validates_and_targets_failed_and_crashed_calibrations()
     assert "automations/calibration-failed.yaml" in page
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]]
-
-    def do_POST(self) -> None:  # the stdlib handler's name
-        length = int(self.headers.get("Content-Length", "0"))
-        self.received.append(json.loads(self.rfile.read(length) or b"{}"))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A listener on loopback; yields its URL and what it received."""
-    received: list[dict[str, Any]] = []
-    handler = type("Hook", (_Hook,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_crashed_or_failed_calibration_notifies_the_webhook(
-    prefect_api: str, webhook: tuple[str, list[dict[str, Any]]], tmp_path: Path
+    notifications: list[dict[str, Any]],
 ) -> None:
     from prefect import flow
-    from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed, Failed, Running
 
-    url, received = webhook
-    block = CustomWebhookNotificationBlock(
-        name="tokenlens-test",
-        url=url,
-        json_data={"subject": "{{subject}}", "body": "{{body}}"},
-    )
-    block_id = block.save("tokenlens-calibration-hook", overwrite=True)
-    spec = yaml.safe_load(AUTOMATION.read_text())
-    spec["actions"][0]["block_document_id"] = str(block_id)
-    spec["name"] = "tokenlens-calibration-failed-test"
-    (tmp_path / "automation.yaml").write_text(yaml.safe_dump(spec))
-    env = {**os.environ, "PREFECT_API_URL": prefect_api}
-    done = subprocess.run(
-        [PREFECT, "automation", "create", "--from-file", str(tmp_path / "automation.yaml")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    received = notifications
 
     @flow(name="calibrate")
     def calibrate() -> None:
@@ -111,22 +59,15 @@ def test_a_crashed_or_failed_calibration_notifies_the_webhook(
     def other() -> None:
         pass
 
-    try:
-        with get_client(sync_client=True) as client:
-            ended = {}
-            for name, which, final in [
-                ("crashed", calibrate, Crashed(message="process 4242 is gone (killed?)")),
-                ("other-crashed", other, Crashed(message="not a calibration")),
-                ("failed", calibrate, Failed(message="extraction: not certified")),
-            ]:
-                run = client.create_flow_run(which, name=f"notify-{name}", state=Running())
-                client.set_flow_run_state(run.id, final, force=True)
-                ended[name] = run
-            subjects = _wait_for(received, 2, timeout=90)
-    finally:
-        with get_client(sync_client=True) as client:
-            for automation in client.read_automations_by_name(spec["name"]):
-                client.delete_automation(automation.id)
+    with get_client(sync_client=True) as client:
+        for name, which, final in [
+            ("crashed", calibrate, Crashed(message="process 4242 is gone (killed?)")),
+            ("other-crashed", other, Crashed(message="not a calibration")),
+            ("failed", calibrate, Failed(message="extraction: not certified")),
+        ]:
+            run = client.create_flow_run(which, name=f"notify-{name}", state=Running())
+            client.set_flow_run_state(run.id, final, force=True)
+    subjects = wait_for_messages(received, 2, timeout=90)
 
     by_subject = {message["subject"]: message["body"] for message in subjects}
     assert set(by_subject) == {
@@ -134,12 +75,50 @@ def test_a_crashed_or_failed_calibration_notifies_the_webhook(
         "TokenLens calibration Failed: notify-failed",
     }, by_subject
     assert "process 4242 is gone" in by_subject["TokenLens calibration Crashed: notify-crashed"]
+    # The session's server has no PREFECT_UI_URL: the body says so instead of "None".
+    for body in by_subject.values():
+        assert "None" not in body and NO_LINK in body, body
     time.sleep(2)  # the other flow's crash, had it matched, would have arrived by now
     assert len(received) == 2, received
 
 
-def _wait_for(received: list[dict[str, Any]], count: int, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while len(received) < count and time.monotonic() < deadline:
-        time.sleep(0.25)
-    return list(received)
+def _body(flow_run: object) -> str:
+    """The automation's body as the server renders it (its own template filters)."""
+    from prefect.server.events.jinja_filters import all_filters
+    from prefect.server.utilities.user_templates import (
+        register_user_template_filters,
+        render_user_template_sync,
+    )
+
+    register_user_template_filters(all_filters)
+    template = yaml.safe_load(AUTOMATION.read_text())["actions"][0]["body"]
+    return render_user_template_sync(template, {"flow_run": flow_run})
+
+
+def test_the_body_links_the_run_or_says_plainly_that_it_cannot() -> None:
+    import uuid
+
+    from prefect.server.schemas.core import FlowRun
+    from prefect.server.schemas.states import Failed
+    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
+
+    run = FlowRun(id=uuid.uuid4(), name="nightly", flow_id=uuid.uuid4(), state=Failed(message="x"))
+    with temporary_settings({PREFECT_UI_URL: "http://127.0.0.1:4200"}):
+        linked = _body(run)
+    assert f"http://127.0.0.1:4200/runs/flow-run/{run.id}" in linked and NO_LINK not in linked
+    with temporary_settings(restore_defaults={PREFECT_UI_URL, PREFECT_API_URL}):
+        unlinked = _body(run)
+    assert "None" not in unlinked and NO_LINK in unlinked
+
+
+def test_every_documented_server_start_sets_the_ui_url() -> None:
+    """`{{ flow_run|ui_url }}` is rendered by the server: it needs PREFECT_UI_URL there."""
+    starts = [
+        (page.name, line)
+        for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for line in page.read_text().splitlines()
+        if "prefect server start --" in line and not line.lstrip().startswith("#")
+    ]
+    assert starts
+    for page, line in starts:
+        assert "PREFECT_UI_URL=" in line, f"{page}: {line}"

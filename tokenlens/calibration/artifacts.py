@@ -110,7 +110,7 @@ class ArtifactProgress:
             else:
                 self._send(percent)
 
-    def advance(self, stage: str, done: int, total: int) -> None:
+    def advance(self, stage: str, done: int, total: int, cached: int = 0) -> None:
         with self._lock:
             now = time.monotonic()
             if self._id is not None and (now - self._last > 0.5 or done == total):

@@ -14,6 +14,7 @@ the newest run chose, else the gentlest arm that saved tokens in the newest run.
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -381,13 +382,45 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
     return lines
 
 
-def find_state(store: str | Path, reports: str | Path, ref: str) -> RunState:
-    """A finished run by id (or the newest run of a calibration id) with its files."""
-    manifest = find_run(store, ref)
+def find_state(store: str | Path, reports: str | Path, ref: str) -> tuple[RunState, str | None]:
+    """A finished run by id, or a calibration id's newest *finished* run, with its files,
+    and a line saying which run a calibration id stood for (None for a run id).
+
+    A newer run of the calibration still in progress is passed over, never offered for a
+    resume: resuming a live run would pay for its calls a second time beside it."""
+    runs = list_runs(store)
+    if any(m.run_id == ref for m in runs):
+        manifest, note = find_run(store, ref), None
+    else:
+        of_calibration = [m for m in runs if m.calibration_id == ref]
+        finished = [m for m in of_calibration if m.status == "finished"]
+        if not finished:
+            manifest, note = find_run(store, ref), None  # names the store, or is unfinished
+        else:
+            manifest = finished[-1]
+            newer = of_calibration[of_calibration.index(manifest) + 1 :]
+            note = f"{ref}: newest finished run {manifest.run_id}" + "".join(
+                f"; {m.run_id} {_unfinished(m)}, not compared" for m in newer
+            )
     state = read_run(store, reports, manifest)
     if state is None:
-        raise TokenLensError(
-            f"run {manifest.run_id} has no published policy and curve (status: "
-            f"{manifest.status}); resume it with `tokenlens calibrate --resume {manifest.run_id}`"
-        )
-    return state
+        raise TokenLensError(f"run {manifest.run_id} {_unfinished(manifest)}")
+    return state, note
+
+
+def _unfinished(manifest: RunManifest) -> str:
+    """Why a run has no results yet, and what to do about it."""
+    from tokenlens.processes import process_alive
+
+    live = manifest.status == "running" and (
+        manifest.pid is None
+        or manifest.host not in (None, socket.gethostname())
+        or process_alive(manifest.pid)
+    )
+    if live:
+        where = f" (pid {manifest.pid})" if manifest.pid else ""
+        return f"is still running{where}: compare it once it has finished"
+    return (
+        f"has no published policy and curve (status: {manifest.status}); resume it with "
+        f"`tokenlens calibrate --resume {manifest.run_id}`"
+    )

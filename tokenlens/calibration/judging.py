@@ -47,6 +47,15 @@ class LedgerJudge:
     def grade_pair(self, **kwargs: Any) -> PairGrade:
         return self._judge.grade_pair(**kwargs)
 
+    def hits(self) -> int:
+        """Judgements answered without a new call so far (ledger hits), both passes."""
+        return sum(_hits(judge) for judge in (self._judge, self.again))
+
+
+def _hits(judge: Judge) -> int:
+    client = getattr(judge, "client", None)
+    return client.stats.cached if isinstance(client, LedgerClient) else 0
+
 
 def build_judges(
     config: CalibrationConfig,

@@ -9,13 +9,14 @@ cap is reached it simply stops scheduling: calls in flight finish and are kept.
 
 from __future__ import annotations
 
+import contextvars
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from tokenlens.errors import SpendLimitReached
+from tokenlens.errors import SpendLimitReached, UpstreamUnavailable
 from tokenlens.ledger import SpendMeter
 
 K = TypeVar("K", bound=Hashable)
@@ -27,7 +28,10 @@ class Progress(Protocol):
 
     def start(self, stage: str, total: int) -> None: ...
 
-    def advance(self, stage: str, done: int, total: int) -> None: ...
+    def advance(self, stage: str, done: int, total: int, cached: int = 0) -> None:
+        """`done` of `total` finished; `cached` of those needed no new call (a ledger
+        hit, a metric grade), so a rate and an ETA count only the others."""
+        ...
 
     def finish(self, stage: str) -> None: ...
 
@@ -36,7 +40,7 @@ class NoProgress:
     def start(self, stage: str, total: int) -> None:
         pass
 
-    def advance(self, stage: str, done: int, total: int) -> None:
+    def advance(self, stage: str, done: int, total: int, cached: int = 0) -> None:
         pass
 
     def finish(self, stage: str) -> None:
@@ -45,15 +49,17 @@ class NoProgress:
 
 @dataclass
 class Outcome(Generic[K, R]):
-    """Results by key; `errors` holds exceptions by key; `skipped` were never scheduled."""
+    """Results by key; `errors` holds exceptions by key; `skipped` were never scheduled;
+    `unavailable` is set when a circuit breaker opened and stopped the stream."""
 
     results: dict[K, R] = field(default_factory=dict)
     errors: dict[K, BaseException] = field(default_factory=dict)
     skipped: list[K] = field(default_factory=list)
+    unavailable: UpstreamUnavailable | None = None
 
     @property
     def stopped_by_spend(self) -> bool:
-        return bool(self.skipped)
+        return bool(self.skipped) and self.unavailable is None
 
 
 def run_bounded(
@@ -104,8 +110,10 @@ def run_stream(
     `then(key, result or exception)` runs on the caller's thread once `key` finished, and
     returns the keys that may start now. Keys of `first` are started before
     released ones, so every worker stays busy until the last released key. A
-    `SpendLimitReached` stops scheduling as in `run_bounded`; `skipped` holds the keys
-    left in either queue (a key whose inputs were skipped is never released).
+    `SpendLimitReached` stops scheduling as in `run_bounded`, and so does an
+    `UpstreamUnavailable` (a circuit breaker opened: kept in `outcome.unavailable`);
+    `skipped` holds the keys left in either queue (a key whose inputs were skipped is
+    never released).
     `started()`, if given, runs once the first keys are in flight (side work that should
     not delay them).
 
@@ -129,7 +137,9 @@ def run_stream(
                     stop = True
                     break
                 key = queue.popleft() if queue else released.popleft()
-                pending[pool.submit(fn, key)] = key
+                # In the caller's context: a log line of the call (a retry's warning)
+                # then reaches the flow run's log, which is found through it.
+                pending[pool.submit(contextvars.copy_context().run, fn, key)] = key
             if started is not None:
                 started()
                 started = None
@@ -148,6 +158,9 @@ def run_stream(
                     stop = True
                     queue.appendleft(key)
                     continue
+                if isinstance(exc, UpstreamUnavailable):
+                    stop = True
+                    outcome.unavailable = outcome.unavailable or exc
                 if exc is not None:
                     outcome.errors[key] = exc
                     released.extend(then(key, exc))

@@ -13,7 +13,8 @@ the arms' answers once the compressions are in, so compression overlaps network 
 
 Failures become error rows with the reason (a failed answer is never graded, a bad grade
 never becomes a number); running out of budget stops scheduling and raises
-`SpendLimitReached` after the tables of everything finished are written.
+`SpendLimitReached` after the tables of everything finished are written, and an open
+circuit breaker (`UpstreamUnavailable`: the upstream is down) does the same with its error.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from tokenlens.calibration.answers import (
 )
 from tokenlens.calibration.cells import AnswerCell, PairCell, sample_seed
 from tokenlens.calibration.context import Calibration
-from tokenlens.calibration.judging import GradeJob, Grader, answer_problem, grade_jobs
+from tokenlens.calibration.judging import (
+    GradeJob,
+    Grader,
+    LedgerJudge,
+    answer_problem,
+    grade_jobs,
+)
 from tokenlens.calibration.runner import run_stream
 from tokenlens.calibration.stage_compress import measured_arms
 from tokenlens.errors import SpendLimitReached
@@ -112,6 +119,8 @@ def pay_stage(
         cal.store.write("answers", answers, tables.ANSWERS)
         cal.store.write("grades", grades, tables.GRADES)
     calls.ledger.compact()
+    if outcome.unavailable is not None:
+        raise outcome.unavailable
     if outcome.stopped_by_spend:
         unasked = sum(1 for kind, _ in outcome.skipped if kind == "answer")
         stage = "sampling" if unasked else "judging"
@@ -160,6 +169,10 @@ class _Stream:
         self.asked: dict[tuple[object, ...], list[GradeJob] | None] = {}
         self.answers_done = 0
         self.grades_done = 0
+        # done without a new call (ledger hits, metric grades): rates count the others
+        self._answer_hits = cal.calls.answer_client.stats.cached
+        self._judge_hits = self._llm_hits()
+        self.metric_grades = 0
         self._progress_started = False
 
     def extend(self, compressions: list[CompressionRow] | None) -> list[Work]:
@@ -209,8 +222,8 @@ class _Stream:
             progress.start("sample", len(self.unique))
             progress.start("judge", len(self.jobs))
         else:
-            progress.advance("sample", self.answers_done, len(self.unique))
-            progress.advance("judge", self.grades_done, len(self.jobs))
+            progress.advance("sample", self.answers_done, len(self.unique), self.answers_free())
+            progress.advance("judge", self.grades_done, len(self.jobs), self.grades_free())
 
     def run(self, work: Work) -> Completion | GradeRow:
         kind, what = work
@@ -232,7 +245,9 @@ class _Stream:
             assert isinstance(result, Completion | BaseException)
             self.done[what] = result
             self.answers_done += 1
-            self.cal.progress.advance("sample", self.answers_done, len(self.unique))
+            self.cal.progress.advance(
+                "sample", self.answers_done, len(self.unique), self.answers_free()
+            )
             ready = []
             for job in self.waiting.pop(what, []):
                 self.lacking[job] -= 1
@@ -243,10 +258,23 @@ class _Stream:
         if isinstance(result, dict):
             self.graded[job] = cast(GradeRow, result)
         self.grades_done += 1
-        self.cal.progress.advance("judge", self.grades_done, len(self.jobs))
+        self.metric_grades += int(job[0] == "metric")
+        self.cal.progress.advance("judge", self.grades_done, len(self.jobs), self.grades_free())
         repeats = self.asked.get(self._question(job)) or []
         self.asked[self._question(job)] = None
         return [("grade", other) for other in repeats]
+
+    def answers_free(self) -> int:
+        """Answers this stream got without a new call (ledger hits, merged repeats)."""
+        return self.cal.calls.answer_client.stats.cached - self._answer_hits
+
+    def grades_free(self) -> int:
+        """Grades this stream made without a new call: metric grades, LLM judge hits."""
+        return self.metric_grades + self._llm_hits() - self._judge_hits
+
+    def _llm_hits(self) -> int:
+        judges = self.cal.calls.judges.values()
+        return sum(j.hits() for j in judges if isinstance(j, LedgerJudge))
 
     def _release(self, jobs: list[GradeJob]) -> Iterable[Work]:
         """Grade jobs whose answers exist, each question's first before its repeats."""

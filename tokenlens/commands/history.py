@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     compare = sub.add_parser(
         "compare",
-        help="what changed between two runs (run ids, or calibration ids for their newest run)",
+        help="what changed between two runs (run ids, or calibration ids for their newest "
+        "finished run)",
     )
     compare.add_argument("run_a")
     compare.add_argument("run_b")
@@ -91,8 +92,11 @@ def run_compare(args: argparse.Namespace) -> int:
     from tokenlens.calibration.history import compare_lines, find_state
 
     store = _store(args)
-    a = find_state(store, args.reports, args.run_a)
-    b = find_state(store, args.reports, args.run_b)
+    a, note_a = find_state(store, args.reports, args.run_a)
+    b, note_b = find_state(store, args.reports, args.run_b)
+    for note in (note_a, note_b):
+        if note is not None:
+            print(note)
     for line in compare_lines(a, b):
         print(line)
     return 0

@@ -380,11 +380,19 @@ def _final_class_table(
         if r.arm != CONTROL and r.status not in keep
     )
     statuses = [
-        s if s in keep else walk.statuses.get(a, s)
+        _final_status(state, str(a), s) if s in keep else walk.statuses.get(a, s)
         for a, s in zip(table["arm"], table["status"], strict=True)
     ]
     table = table.assign(status=statuses, chosen=table["arm"] == walk.chosen)
     return table, max(alphas.values(), default=settings.alpha)
+
+
+def _final_status(state: _ClassState, arm: str, status: str) -> str:
+    """An arm the loop stopped on its futility bound failed, on however few tasks: its
+    bound was below the tolerance, so "too few tasks" would misstate why it stopped."""
+    if status == "too_few_tasks" and state.settled.get(arm) == "failed":
+        return "failed"
+    return status
 
 
 def _finish(

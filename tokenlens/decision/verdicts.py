@@ -148,6 +148,21 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
             **numbers,
         )
     first = walked.iloc[0]
+    if first["status"] == "failed" and int(first["n_tasks"]) < need:
+        # Only a sequential futility stop fails an arm on fewer tasks than a verdict needs.
+        high = _num(first["retention_high"])
+        bound = f"its upper bound {pct(high)} " if high is not None else "its upper bound "
+        return _none(
+            name,
+            "no_arm_held",
+            f"no arm held quality — gentlest arm {arm_label(str(first['arm']))} "
+            f"({pct(first['reduction'])} smaller) kept {pct(first['retention'])} over "
+            f"{int(first['n_tasks'])} tasks: {bound}"
+            f"was already below the {pct(curve.tolerance)} tolerance, so sampling stopped "
+            f"at {int(first['n_tasks'])} tasks (more could not make it hold)" + unmeasured_note,
+            ignored_arms=ignored,
+            **numbers,
+        )
     if (walked["status"] == "too_few_tasks").any():
         clears = (
             _num(first["retention_low"]) is not None

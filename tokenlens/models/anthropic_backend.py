@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.models.breaker import CircuitBreaker
 from tokenlens.models.retry import (
     InvalidOutputError,
     RateLimitedError,
@@ -170,6 +171,8 @@ class AnthropicClient:
         stream: send requests as SSE streams and assemble the final message (for very long
             generations; same result otherwise).
         send_temperature: send a non-default temperature (off for models that reject it).
+        breaker: the circuit breaker over the retries (`tokenlens.models.breaker`), shared
+            by every call of this client; default: a new one with the default policy.
     """
 
     name = "anthropic"
@@ -185,6 +188,7 @@ class AnthropicClient:
         structured: StructuredMode = "output_config",
         stream: bool = False,
         send_temperature: bool = True,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
@@ -201,6 +205,7 @@ class AnthropicClient:
         self.stream = stream
         self.send_temperature = send_temperature
         self.retry = retry or RetryPolicy()
+        self.breaker = breaker or CircuitBreaker()
         self._key = key
         self._timeout_s = timeout_s
         self._sdk_client: anthropic.Anthropic | None = None
@@ -250,7 +255,10 @@ class AnthropicClient:
             )
 
         return call_with_retries(
-            attempt, policy=self.retry, what=f"anthropic messages ({request.model})"
+            attempt,
+            policy=self.retry,
+            what=f"anthropic messages ({request.model})",
+            breaker=self.breaker,
         )
 
     # --- extras ---------------------------------------------------------------------
@@ -273,7 +281,10 @@ class AnthropicClient:
                 return int(self._sdk.messages.count_tokens(**params).input_tokens)
 
         return call_with_retries(
-            attempt, policy=self.retry, what=f"anthropic count_tokens ({params['model']})"
+            attempt,
+            policy=self.retry,
+            what=f"anthropic count_tokens ({params['model']})",
+            breaker=self.breaker,
         )
 
     def batch_create(self, entries: list[dict[str, Any]]) -> str:
@@ -283,7 +294,9 @@ class AnthropicClient:
             with translate_errors():
                 return str(self._sdk.messages.batches.create(requests=entries).id)  # type: ignore[arg-type]
 
-        return call_with_retries(attempt, policy=self.retry, what="anthropic batch create")
+        return call_with_retries(
+            attempt, policy=self.retry, what="anthropic batch create", breaker=self.breaker
+        )
 
     def batch_retrieve(self, batch_id: str) -> dict[str, Any]:
         """The batch object (processing_status, request_counts, ...) as a dict."""
@@ -292,7 +305,9 @@ class AnthropicClient:
             with translate_errors():
                 return self._sdk.messages.batches.retrieve(batch_id).model_dump(mode="json")
 
-        return call_with_retries(attempt, policy=self.retry, what="anthropic batch retrieve")
+        return call_with_retries(
+            attempt, policy=self.retry, what="anthropic batch retrieve", breaker=self.breaker
+        )
 
     def batch_results(self, batch_id: str) -> list[dict[str, Any]]:
         """Every `{custom_id, result}` line of an ended batch, as dicts."""
@@ -304,7 +319,9 @@ class AnthropicClient:
                     for line in self._sdk.messages.batches.results(batch_id)
                 ]
 
-        return call_with_retries(attempt, policy=self.retry, what="anthropic batch results")
+        return call_with_retries(
+            attempt, policy=self.retry, what="anthropic batch results", breaker=self.breaker
+        )
 
 
 @contextmanager
@@ -325,9 +342,11 @@ def _translate(exc: BaseException) -> ModelCallError | None:
     import anthropic
 
     if isinstance(exc, anthropic.APITimeoutError):
-        return ModelCallError("request timed out", retryable=True, status=None)
+        cause = f"request to {_origin(exc)} timed out"
+        return ModelCallError(cause, retryable=True, status=None, cause=cause)
     if isinstance(exc, anthropic.APIConnectionError):
-        return ModelCallError(f"connection error: {exc}", retryable=True, status=None)
+        cause = _connection_cause(exc)
+        return ModelCallError(f"connection error: {cause}", retryable=True, cause=cause)
     if isinstance(exc, anthropic.APIStatusError):
         return _translate_status(exc)
     if isinstance(exc, anthropic.AnthropicError):
@@ -340,7 +359,8 @@ def _translate_status(exc: anthropic.APIStatusError) -> ModelCallError:
     kind = exc.type or "error"
     detail = exc.api_message or str(exc)
     code = exc.error_code or ""
-    described = f"HTTP {status} {kind}{f' ({code})' if code else ''}: {detail}"
+    short = f"HTTP {status} {kind}{f' ({code})' if code else ''}"
+    described = f"{short}: {detail}"
     if "spend_limit" in code or kind == "billing_error" or status == 402:
         return ModelCallError(
             f"spend limit or billing problem, not retried: {described}",
@@ -357,9 +377,36 @@ def _translate_status(exc: anthropic.APIStatusError) -> ModelCallError:
             403: " (the key lacks permission)",
             404: " (unknown model or endpoint?)",
         }.get(status, "")
-        return ModelCallError(described + hint, retryable=False, status=status)
+        return ModelCallError(described + hint, retryable=False, status=status, cause=short + hint)
     # 408, 409, 5xx, 529 overloaded: worth another try.
-    return ModelCallError(described, retryable=True, status=status)
+    return ModelCallError(described, retryable=True, status=status, cause=short)
+
+
+def _origin(exc: anthropic.APIError) -> str:
+    """`scheme://host:port` the failed request went to (never its path or body)."""
+    try:
+        url = exc.request.url
+    except (AttributeError, RuntimeError):
+        return "the upstream"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}"
+
+
+def _connection_cause(exc: anthropic.APIConnectionError) -> str:
+    """What went wrong underneath the SDK's "Connection error.": refused, or the deepest
+    cause's words, and to where."""
+    root: BaseException = exc
+    refused = False
+    for _ in range(20):  # a chain is short; a cycle must not hang us
+        below = root.__cause__ or root.__context__
+        if below is None:
+            break
+        root = below
+        refused = refused or isinstance(root, ConnectionRefusedError)
+    words = str(root) or type(root).__name__
+    if refused or "Connection refused" in words:
+        return f"connection refused to {_origin(exc)}"
+    return f"cannot connect to {_origin(exc)}: {words}"
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:

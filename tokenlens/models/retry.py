@@ -15,6 +15,7 @@ status and the wait, never with prompt content.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -28,6 +29,7 @@ from tenacity import (
 )
 
 from tokenlens.errors import ModelCallError
+from tokenlens.models.breaker import CircuitBreaker, UpstreamUnavailable
 
 __all__ = [
     "InvalidOutputError",
@@ -110,8 +112,17 @@ def _waiter(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
     return wait
 
 
-def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, what: str) -> T:
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    breaker: CircuitBreaker | None = None,
+) -> T:
     """Run `fn` under `policy`; raise the last `ModelCallError` with the attempt count.
+
+    With a `breaker`, every attempt is checked against it and reported to it, and a
+    backoff wait ends the moment it opens: the call then raises `UpstreamUnavailable`.
 
     Args:
         fn: one attempt; raises `ModelCallError` (retryable or not) on failure.
@@ -134,15 +145,19 @@ def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, what: str) ->
             wait,
         )
 
+    attempt = fn if breaker is None else _watched(fn, breaker)
     retrying = Retrying(
         retry=retry_if_exception(_is_retryable),
         stop=stop_after_attempt(policy.max_attempts),
         wait=_waiter(policy),
         before_sleep=log_retry,
         reraise=True,
+        sleep=breaker.sleep if breaker is not None else time.sleep,
     )
     try:
-        return retrying(fn)
+        return retrying(attempt)
+    except UpstreamUnavailable:
+        raise
     except ModelCallError as exc:
         attempts = retrying.statistics.get("attempt_number", 1)
         if exc.retryable and attempts > 1:
@@ -154,6 +169,27 @@ def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, what: str) ->
         raise _with_message(exc, message) from exc
 
 
+def _watched(fn: Callable[[], T], breaker: CircuitBreaker) -> Callable[[], T]:
+    """One attempt as the breaker sees it: refused while open, its outcome counted."""
+
+    def attempt() -> T:
+        breaker.check()
+        try:
+            result = fn()
+        except RateLimitedError:
+            raise  # the upstream answered: slow down, not down
+        except (TruncatedOutputError, InvalidOutputError):
+            breaker.succeeded()  # a reply came back: the upstream works
+            raise
+        except ModelCallError as exc:
+            breaker.failed(exc)
+            raise
+        breaker.succeeded()
+        return result
+
+    return attempt
+
+
 def _with_message(exc: ModelCallError, message: str) -> ModelCallError:
     """A copy of `exc` (same class and fields) with a message that says what happened."""
     if isinstance(exc, TruncatedOutputError):
@@ -162,4 +198,4 @@ def _with_message(exc: ModelCallError, message: str) -> ModelCallError:
         return InvalidOutputError(message)
     if isinstance(exc, RateLimitedError):
         return RateLimitedError(message, retry_after=exc.retry_after, status=exc.status)
-    return ModelCallError(message, retryable=exc.retryable, status=exc.status)
+    return ModelCallError(message, retryable=exc.retryable, status=exc.status, cause=exc.cause)
