@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -225,13 +226,14 @@ def test_a_client_leaving_mid_body_is_not_an_upstream_failure(
     async def handler(conn: Conn) -> None:
         await conn.until_closed()  # reads what the proxy streams until the proxy lets go
 
+    caplog.set_level(logging.DEBUG, logger="tokenlens.proxy")
     srv = upstream(handler)
     proxy = start_proxy(ProxySettings(upstream=srv.url, max_body_bytes=10))
-    for path in (b"/v1/messages/count_tokens", b"/v1/messages"):  # streamed through
-        sock = _connect(proxy)
+    for number, path in enumerate((b"/v1/messages/count_tokens", b"/v1/messages"), 1):
+        sock = _connect(proxy)  # a body over max_body_bytes: streamed through
         sock.sendall(b"POST %b HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n" % path)
         sock.sendall(b"{" + b" " * 200)
-        time.sleep(0.3)  # the upstream request is under way
+        _wait_until(lambda n=number: srv.connections == n)  # its upstream request is under way
         sock.close()
     assert srv.wait_ended(2)  # the proxy dropped both upstream requests
     _wait_until(lambda: proxy.state.stats.client_gone == 2, f"{proxy.feed()}")
@@ -240,6 +242,47 @@ def test_a_client_leaving_mid_body_is_not_an_upstream_failure(
     metrics = httpx.get(f"{proxy.base_url}/metrics").text
     assert "upstream_error" not in metrics
     assert 'outcome="pass_through",reason="client_disconnect"} 2.0' in metrics
+    left = [r for r in caplog.records if "left mid-body" in r.getMessage()]
+    assert [r.levelname for r in left] == ["INFO", "INFO"]  # not DEBUG: an operator sees it
+    assert all("client_disconnect" in r.getMessage() for r in left)  # with its reason
+
+
+def test_a_body_timeout_is_counted_and_logged_once_as_its_408(
+    upstream: Callable[..., Scripted], start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """A body that stopped arriving got its 408, but the request was also counted as
+    `requests_total{status="499"}` and logged as `client_disconnect` (the closed
+    connection read as a client that left): one refusal, one 408 line, no 499."""
+
+    async def handler(conn: Conn) -> None:
+        await conn.until_closed()  # takes whatever body is streamed to it, never answers
+
+    srv = upstream(handler)
+    access = tmp_path / "access.jsonl"
+    proxy = start_proxy(
+        ProxySettings(
+            upstream=srv.url, body_timeout_s=0.3, max_body_bytes=10, access_log=str(access)
+        )
+    )
+    paths = (b"/v1/messages", b"/v1/messages/count_tokens", b"/v1/other")
+    for path in paths:  # buffered, then streamed through (over max_body_bytes), other route
+        sock = _connect(proxy)
+        sock.sendall(b"POST %b HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n" % path)
+        sock.sendall(b"{" + b" " * 20)  # and then nothing
+        assert _read_all(sock).startswith(b"HTTP/1.1 408 ")
+        sock.close()
+
+    def lines() -> list[dict[str, object]]:
+        text = access.read_text() if access.exists() else ""
+        return [json.loads(line) for line in text.splitlines()]
+
+    _wait_until(lambda: len(lines()) == len(paths), f"{lines()}")
+    assert [(line["status"], line["reason"]) for line in lines()] == [(408, "body_timeout")] * 3
+    assert _refused(proxy, 408, "body_timeout") == len(paths)
+    metrics = httpx.get(f"{proxy.base_url}/metrics").text
+    assert 'status="499"' not in metrics
+    assert "client_disconnect" not in metrics
+    assert proxy.state.stats.client_gone == 0
 
 
 def test_refusals_made_before_the_app_are_counted(

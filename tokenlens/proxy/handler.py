@@ -158,15 +158,20 @@ class Handler:
         except asyncio.CancelledError:
             if not watch.gone:
                 raise
-            # The client left: its request (and any upstream call for it) was cancelled.
+            # The connection closed: its request (and any upstream call for it) was cancelled.
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            self.state.stats.client_gone += 1
             status = 499
-            log.debug("client left; upstream request cancelled")
+            if scope.get(relay.REFUSED_KEY) is None:  # the client left (not refused by us)
+                self.state.stats.client_gone += 1
+                log.debug("client left; upstream request cancelled")
         finally:
             watch.stop()
+            refused = scope.get(relay.REFUSED_KEY)
+            if refused is not None:  # the server answered it (and counted it)
+                status = refused[0]
+                obs.refused(refused[1])
             # metrics and access log, once the answer has been sent (or broken off)
             self.state.observer.finish(obs, status)
 
@@ -190,10 +195,15 @@ class Handler:
             return await self._forward(
                 request, content, keep_length=streamed, plan=None, watch=watch, obs=obs
             )
-        except ClientDisconnect:  # left while sending its body (any upstream call is dropped)
-            stats.client_gone += 1
-            obs.pass_through("client_disconnect")
-            log.debug("client left mid-body")
+        except ClientDisconnect:  # the body broke off (any upstream call for it is dropped)
+            if request.scope.get(relay.REFUSED_KEY) is None:  # the client left, not refused
+                stats.client_gone += 1
+                obs.pass_through("client_disconnect")
+                log.info(
+                    "client left mid-body on %s (client_disconnect); its upstream request "
+                    "was dropped",
+                    route_kind(path),
+                )
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
