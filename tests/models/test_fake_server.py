@@ -7,7 +7,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 import httpx
@@ -123,17 +122,7 @@ def test_sse_events_arrive_one_by_one_in_order(
     """Not buffered: the client reads the first event while the fake still holds back the
     rest (a fake that buffered the stream would never send it, and the read would time out)."""
     first_read = threading.Event()
-    events = fake_anthropic._sse
-
-    async def held_after_the_first(message: dict[str, object]) -> AsyncIterator[bytes]:
-        stream = events(message)  # type: ignore[arg-type]
-        yield await anext(stream)
-        while not first_read.is_set():
-            await asyncio.sleep(0.01)
-        async for chunk in stream:
-            yield chunk
-
-    monkeypatch.setattr(fake_anthropic, "_sse", held_after_the_first)
+    fake_anthropic.hold_streams(first_read)
     fake_anthropic.configure(stream_delay_s=0.01)
     names: list[str] = []
     with _HTTP.stream(
