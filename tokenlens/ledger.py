@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Literal
 
 from tokenlens.errors import SpendLimitReached
-from tokenlens.ledger_store import CALLS_FILE, CallRecord, LedgerError, canonical, open_store
+from tokenlens.ledger_records import CallRecord, LedgerError, canonical
+from tokenlens.ledger_store import CALLS_FILE, open_store
 from tokenlens.models.base import Completion, CompletionRequest, ModelClient
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.storage import Location, location

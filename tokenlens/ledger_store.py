@@ -32,16 +32,15 @@ writers and compactors (no lock anywhere):
    the first create wins, and the second keeps its answer under ``duplicates/`` and
    uses the winner's.
 
-Why one module past 400 lines: the two layouts implement one small interface side by side
-and share the record codec; their durability arguments (above) read best next to each
-other, and splitting them would put the guarantee in one file and its proof in another.
+The two layouts implement one small interface side by side, because their durability
+arguments (above) read best next to each other; the record and its encodings, which both
+share, are `tokenlens.ledger_records`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import io
 import json
 import logging
 import os
@@ -50,15 +49,18 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Protocol
 
-from tokenlens.errors import TokenLensError
-from tokenlens.models.base import Completion, CompletionRequest, Usage
+from tokenlens.ledger_records import (
+    CallRecord,
+    LedgerError,
+    decode_record,
+    read_table,
+    records_of_table,
+    table_bytes,
+)
 from tokenlens.processes import process_alive
-from tokenlens.storage import Location, StorageError, parquet_of_bytes, unique_name
-
-if TYPE_CHECKING:
-    from tokenlens.tables import CallRow
+from tokenlens.storage import Location, StorageError, unique_name
 
 log = logging.getLogger(__name__)
 
@@ -66,58 +68,6 @@ CALLS_FILE = "calls.parquet"
 _JOURNAL_PREFIX = "journal-"
 _JOURNAL_SUFFIX = ".jsonl"
 _SEGMENT_RETRIES = 20
-
-
-class LedgerError(TokenLensError):
-    """The ledger's files cannot be read or written."""
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One completed call as the ledger stores it."""
-
-    key: str
-    kind: str
-    client: str
-    salt: str
-    request: CompletionRequest
-    completion: Completion
-    created: str
-    #: The calibration run that paid for the call ("" in records older than the field):
-    #: what lets a run's spend add up over its attempts and shards.
-    run: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        raw = {
-            "key": self.key,
-            "kind": self.kind,
-            "client": self.client,
-            "salt": self.salt,
-            "request": self.request.model_dump(mode="json"),
-            "completion": self.completion.model_dump(mode="json"),
-            "created": self.created,
-        }
-        return {**raw, "run": self.run} if self.run else raw
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> CallRecord:
-        return cls(
-            key=raw["key"],
-            kind=raw["kind"],
-            client=raw["client"],
-            salt=raw.get("salt", ""),
-            request=CompletionRequest.model_validate(raw["request"]),
-            completion=Completion.model_validate(raw["completion"]),
-            created=raw["created"],
-            run=raw.get("run", ""),
-        )
-
-    def encode(self) -> bytes:
-        return canonical(self.to_json()).encode("utf-8")
 
 
 class RecordStore(Protocol):
@@ -197,7 +147,7 @@ class JournalStore:
         for journal in self._journals():
             yield from _read_journal(journal)
         if self._table.exists():
-            yield from _read_table(self._table)
+            yield from read_table(self._table)
 
     def lookup(self, key: str) -> list[CallRecord]:
         return []
@@ -262,7 +212,7 @@ class JournalStore:
                 return known
             merged: dict[str, CallRecord] = {}
             if self._table.exists():
-                merged.update((r.key, r) for r in _read_table(self._table))
+                merged.update((r.key, r) for r in read_table(self._table))
             # Decided before reading: a journal whose owner is gone can no longer grow,
             # while a live owner may append after we read (then exit before we check).
             done = [j for j in journals if j == self._journal or not _owner_alive(j)]
@@ -343,13 +293,13 @@ class ObjectStore:
         return self.calls.child(f"{key}.json")
 
     def load(self) -> list[CallRecord]:
-        records = [_decode(loc, raw) for loc, raw in self._read(self.calls.files(".json"))]
+        records = [decode_record(loc, raw) for loc, raw in self._read(self.calls.files(".json"))]
         return self._new_segment_records() + records
 
     def lookup(self, key: str) -> list[CallRecord]:
         target = self._call_object(key)
         try:
-            return [_decode(target, target.read_bytes())]
+            return [decode_record(target, target.read_bytes())]
         except FileNotFoundError:
             return self._new_segment_records()
 
@@ -376,11 +326,11 @@ class ObjectStore:
         read_segments = []
         for loc, raw in self._read(segments):
             read_segments.append(loc)
-            for record in _records_of_table(loc, raw):
+            for record in records_of_table(loc, raw):
                 merged.setdefault(record.key, record)
         read_calls = []
         for loc, raw in self._read(calls):
-            record = _decode(loc, raw)
+            record = decode_record(loc, raw)
             kept = merged.setdefault(record.key, record)
             if kept is not record and (kept.created, kept.completion) != (
                 record.created,
@@ -415,7 +365,7 @@ class ObjectStore:
             contents = dict(self._read(unseen))
             if len(contents) < len(unseen):
                 continue  # a compaction replaced one of them: its superset is listed now
-            records = [r for loc, raw in contents.items() for r in _records_of_table(loc, raw)]
+            records = [r for loc, raw in contents.items() for r in records_of_table(loc, raw)]
             with self._lock:
                 self._seen.update(loc.path for loc in unseen)
             return records
@@ -426,99 +376,3 @@ class ObjectStore:
             return []
         raw = locations[0].read_many(locations)
         return [(loc, raw[loc.path]) for loc in locations if loc.path in raw]
-
-
-def _decode(where: Location, raw: bytes) -> CallRecord:
-    try:
-        return CallRecord.from_json(json.loads(raw))
-    except (ValueError, KeyError) as exc:
-        raise LedgerError(f"{where.url}: corrupt call record ({exc})") from exc
-
-
-# -- the compacted table (Parquet, schema tokenlens.tables.CALLS) -------------------
-
-
-def _read_table(where: Location) -> list[CallRecord]:
-    try:
-        raw = where.read_bytes()
-    except (FileNotFoundError, StorageError) as exc:
-        raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
-    return _records_of_table(where, raw)
-
-
-def _records_of_table(where: Location, raw: bytes) -> list[CallRecord]:
-    try:
-        rows = cast("list[CallRow]", parquet_of_bytes(raw).to_pylist())
-    except (OSError, ValueError) as exc:
-        raise LedgerError(f"{where.url}: cannot read call table ({exc})") from exc
-    return [_record_of_row(row) for row in rows]
-
-
-def _record_of_row(row: CallRow) -> CallRecord:
-    usage = Usage(
-        input_tokens=row["input_tokens"] or 0,
-        output_tokens=row["output_tokens"] or 0,
-        cache_read_tokens=row["cache_read_tokens"] or 0,
-        cache_write_tokens=row["cache_write_tokens"] or 0,
-    )
-    completion = Completion(
-        text=row["text"],
-        parsed=json.loads(row["parsed_json"]) if row["parsed_json"] else None,
-        usage=usage,
-        model=row["response_model"],
-        stop_reason=row["stop_reason"],
-        latency_s=row["latency_s"] or 0.0,
-        cost_usd=row["cost_usd"],
-        backend=row["backend"] or "",
-    )
-    return CallRecord(
-        key=row["key"],
-        kind=row["kind"],
-        client=row["client"],
-        salt=row["salt"] or "",
-        request=CompletionRequest.model_validate_json(row["request_json"]),
-        completion=completion,
-        created=row["created"],
-        run=row.get("run_id") or "",
-    )
-
-
-def table_bytes(records: Iterable[CallRecord]) -> bytes:
-    """The records as one Parquet file (schema CALLS, tables version in the metadata)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tokenlens.tables import CALLS, TABLES_VERSION
-
-    rows: list[CallRow] = [
-        {
-            "key": r.key,
-            "kind": r.kind,
-            "client": r.client,
-            "salt": r.salt,
-            "model": r.request.model,
-            "request_json": r.request.model_dump_json(),
-            "text": r.completion.text,
-            "parsed_json": canonical(r.completion.parsed)
-            if r.completion.parsed is not None
-            else None,
-            "response_model": r.completion.model,
-            "stop_reason": r.completion.stop_reason,
-            "input_tokens": r.completion.usage.input_tokens,
-            "output_tokens": r.completion.usage.output_tokens,
-            "cache_read_tokens": r.completion.usage.cache_read_tokens,
-            "cache_write_tokens": r.completion.usage.cache_write_tokens,
-            "cost_usd": r.completion.cost_usd,
-            "latency_s": r.completion.latency_s,
-            "backend": r.completion.backend,
-            "created": r.created,
-            "run_id": r.run or None,
-        }
-        for r in sorted(records, key=lambda rec: (rec.created, rec.key))
-    ]
-    table = pa.Table.from_pylist(rows, schema=CALLS)
-    metadata = dict(table.schema.metadata or {})
-    metadata[b"tokenlens_tables_version"] = str(TABLES_VERSION).encode()
-    buffer = io.BytesIO()
-    pq.write_table(table.replace_schema_metadata(metadata), buffer)
-    return buffer.getvalue()

@@ -39,6 +39,8 @@ def wait_until_idle(server: FakeAnthropic, at_least: int, quiet_s: float = 0.5) 
     deadline = time.monotonic() + 60
     while answers_asked(server) < at_least and time.monotonic() < deadline:
         time.sleep(0.05)
+    while not any(r.is_judge for r in server.calls()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the control pairs' judging has begun (seen, not waited for)
     seen, since = len(server.calls()), time.monotonic()
     while time.monotonic() - since < quiet_s:
         time.sleep(0.05)

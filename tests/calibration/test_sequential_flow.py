@@ -110,12 +110,12 @@ def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resume
         # Hold the next requests so nothing is answered-but-unrecorded at the kill (a kill
         # loses at most the calls in flight; here there are none to lose).
         anthropic.inject("stall", times=1)
-        last = [_paid_answers(anthropic), time.monotonic()]
-        while time.monotonic() - last[1] < 1.5:
-            if _paid_answers(anthropic) != last[0]:
-                last[:] = [_paid_answers(anthropic), time.monotonic()]
+        # one worker (--concurrency 1): once its request is held, everything it was
+        # answered before is recorded, and nothing else is in flight
+        while anthropic.held() < 1:
+            assert victim.poll() is None, (tmp_path / "victim.log").read_text()[-2000:]
             assert time.monotonic() < deadline + 60, "the victim never blocked"
-            time.sleep(0.05)
+            time.sleep(0.02)
         assert victim.poll() is None, "the victim finished before it could be killed"
         victim.send_signal(signal.SIGKILL)
         victim.wait(30)

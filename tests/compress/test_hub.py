@@ -63,9 +63,7 @@ def test_unreachable_hub_is_probed_once_and_loads_fail_at_once(
         "microsoft/llmlingua-2-bert-base-multilingual-cased-probe-a",
         "microsoft/llmlingua-2-xlm-roberta-large-probe-b",
     ]
-    started = time.perf_counter()
     reasons = [lingua.unavailable_reason(model) for model in models]
-    elapsed = time.perf_counter() - started
     assert probes == [("127.0.0.1", port)]  # once for the process, not once per load
     for model, reason in zip(models, reasons, strict=True):
         assert reason is not None and reason.startswith(f"cannot load {model}: offline")
@@ -73,7 +71,6 @@ def test_unreachable_hub_is_probed_once_and_loads_fail_at_once(
         assert "not in the local Hugging Face cache" in reason
     # huggingface_hub itself is in offline mode now: later loads cannot retry either
     assert importlib.import_module("huggingface_hub.constants").HF_HUB_OFFLINE is True
-    assert elapsed < 5.0  # loose: the stall this replaces was 23-28 s
 
 
 def test_offline_variable_is_honoured_without_a_probe(

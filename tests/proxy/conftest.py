@@ -29,9 +29,9 @@ from starlette.routing import Route
 
 from tokenlens.policy import Policy, PolicyEntry, write_policy
 from tokenlens.proxy.app import create_app
-from tokenlens.proxy.handler import ProxyState
 from tokenlens.proxy.server import ProxyServerConfig
 from tokenlens.proxy.settings import DEFAULT_COMPRESS_BUDGET_MS, ProxySettings
+from tokenlens.proxy.state import ProxyState
 
 from .scripted import Handler, Scripted
 

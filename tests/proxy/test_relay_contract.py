@@ -282,11 +282,9 @@ def test_garbage_from_the_upstream_is_a_502(
         await conn.until_closed()  # and keep the connection open
 
     proxy = _via(start_proxy, upstream(handler), upstream_timeout_s=30.0)
-    started = time.monotonic()
     with pytest.raises(anthropic.APIStatusError) as caught:
         _create(proxy.base_url)
-    assert caught.value.status_code == 502
-    assert time.monotonic() - started < 10  # on the bytes, not on the read timeout
+    assert caught.value.status_code == 502  # on the bytes: the read timeout would be a 504
 
 
 def test_an_unasked_101_is_a_502(
@@ -330,10 +328,10 @@ def test_connect_timeout_is_a_504(start_proxy: StartProxy) -> None:
         proxy = start_proxy(
             ProxySettings(upstream=f"http://127.0.0.1:{port}", connect_timeout_s=0.3)
         )
-        started = time.monotonic()
-        got = httpx.get(f"{proxy.base_url}/v1/models", timeout=10)
+        # the whole upstream timeout (600 s) would outlast the client's: only the connect
+        # timeout answers in time
+        got = httpx.get(f"{proxy.base_url}/v1/models", timeout=60)
         assert got.status_code == 504
-        assert time.monotonic() - started < 5
 
 
 class _full_backlog:
@@ -440,7 +438,6 @@ def test_a_stall_mid_answer_breaks_the_clients_answer_at_the_read_timeout(
     srv = upstream(_cut_after(first, stall=True))
     proxy = _via(start_proxy, srv, upstream_timeout_s=0.5)
     stream = answer == "sse"
-    started = time.monotonic()
 
     def call() -> Any:
         result = _create(proxy.base_url, stream=stream)
@@ -448,7 +445,8 @@ def test_a_stall_mid_answer_breaks_the_clients_answer_at_the_read_timeout(
 
     error = _error_of(call)  # the SDK's connection error, or httpx's from inside a stream
     assert issubclass(error, anthropic.APIConnectionError) or "RemoteProtocolError" in str(error)
-    assert time.monotonic() - started < 10
+    # broken by the proxy's read timeout (a client that gave up first is not counted here)
+    assert proxy.state.stats.upstream_broken == 1
     assert srv.wait_ended()  # the proxy hung up on the stalled upstream
 
 

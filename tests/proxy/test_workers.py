@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tokenlens.policy import write_policy
 from tokenlens.testing import FakeAnthropic
+from tokenlens.testing.workers import wait_for
 
 from .conftest import KEY, free_port, messages_body, standard_policy
 
@@ -86,6 +87,14 @@ def test_two_workers_share_one_port_and_one_set_of_numbers(
                     sent += 1
                 time.sleep(0.2)  # the access log is written off the event loop
             assert len(_pids(access)) == 2, "one worker served everything"
+            # a request is counted once its answer has gone out: the last may lag its client
+            wait_for(
+                lambda: (
+                    _metric(httpx.get(f"{base}/metrics").text, "tokenlens_requests_total") == sent
+                ),
+                60,
+                "every request to be counted",
+            )
             for _ in range(4):  # any worker may answer; each answer must be the fleet's
                 with httpx.Client() as client:
                     text = client.get(f"{base}/metrics").text

@@ -29,7 +29,7 @@ from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.capture import Capture
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
 from tokenlens.proxy.fleet import fleet_feed
-from tokenlens.proxy.handler import Handler, ProxyState
+from tokenlens.proxy.handler import Handler
 from tokenlens.proxy.metrics import CONTENT_TYPE, ProxyMetrics, multiprocess_dir
 from tokenlens.proxy.observe import Observer
 from tokenlens.proxy.policy_store import PolicyStore
@@ -38,6 +38,7 @@ from tokenlens.proxy.relay import error_response
 from tokenlens.proxy.server import REFUSED_STATE, header_problem
 from tokenlens.proxy.settings import ProxySettings
 from tokenlens.proxy.shadow import JudgeFactory, ShadowJudge, anthropic_judge_factory
+from tokenlens.proxy.state import ProxyState
 from tokenlens.proxy.stats import ProxyStats
 from tokenlens.proxy.upstream import open_session, outbound_proxy
 

@@ -19,7 +19,7 @@ from tokenlens.classifier.classify import DEFAULT_CLASS
 from tokenlens.formatting import count, pct, usd
 from tokenlens.policy import VERDICT_MARK, PolicyEntry
 from tokenlens.proxy.apply import choose_arm
-from tokenlens.proxy.handler import ProxyState
+from tokenlens.proxy.state import ProxyState
 from tokenlens.templating import render
 
 REFRESH_S = 5

@@ -10,92 +10,37 @@ Towards the upstream the proxy behaves as the upstream would towards its client:
 client that leaves cancels the upstream call (`relay.ClientWatch`), and an upstream
 answer that breaks off reaches the client broken, never cleanly ended (`relay.StreamRelay`).
 
-Why one module past 400 lines: the request's story (read, plan, forward, relay, follow
-up) reads top-down in one place; the wire-level pieces live in `relay`.
+The request's story (read, forward, relay back) reads top-down here; what to send
+instead is `plan`'s, what follows the answer (usage, exact counts, shadow judging) is
+`followup`'s, and the wire-level pieces are `relay`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tokenlens.classifier.classify import CLASS_HEADER, classify
-from tokenlens.compress.arms import Arm
 from tokenlens.proxy import relay
-from tokenlens.proxy.apply import Compressor, choose_arm, compress_within
-from tokenlens.proxy.background import BackgroundWork
-from tokenlens.proxy.capture import DECISION_KEY
-from tokenlens.proxy.metrics import ProxyMetrics
-from tokenlens.proxy.observe import Observation, Observer
-from tokenlens.proxy.policy_store import PolicyStore
-from tokenlens.proxy.settings import ProxySettings
-from tokenlens.proxy.shadow import ShadowJudge
-from tokenlens.proxy.stats import ProxyStats
+from tokenlens.proxy.followup import COUNT_TOKENS_PATH, FollowUp
+from tokenlens.proxy.observe import Observation
+from tokenlens.proxy.plan import Plan, plan_request, tag
+from tokenlens.proxy.state import ProxyState
 from tokenlens.proxy.upstream import TIMEOUT_ERRORS, UPSTREAM_ERRORS
 
 log = logging.getLogger("tokenlens.proxy")
 
 MESSAGES_PATH = "/v1/messages"
-COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-#: A count_tokens call that failed in any of these ways is a measure failure, not a crash.
-_MEASURE_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, ValueError, AttributeError)
 _STATUS_CLASS = {1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
 #: What the relay answers with: a whole response, or a body relayed as it arrives.
 Reply = Response | relay.BufferedReply | relay.StreamRelay
-
-
-@dataclass
-class ProxyState:
-    """Everything a request needs, built once by the app's lifespan."""
-
-    settings: ProxySettings
-    stats: ProxyStats
-    store: PolicyStore | None
-    compressor: Compressor
-    #: The one HTTP client to the upstream: relayed requests and background calls.
-    session: aiohttp.ClientSession
-    background: BackgroundWork
-    shadow: ShadowJudge | None = None
-    #: Metrics and access log: every relayed request ends in `observer.finish`.
-    observer: Observer = field(default_factory=lambda: Observer(ProxyMetrics()))
-
-    @property
-    def compressing(self) -> bool:
-        return self.store is not None or self.settings.override_arm is not None
-
-
-@dataclass
-class Plan:
-    """What to send upstream for one Messages request, and what to do afterwards."""
-
-    content: bytes
-    task_class: str | None = None
-    arm: Arm | None = None
-    compressed: bool = False
-    original: dict[str, Any] | None = None
-    sent_body: dict[str, Any] | None = None
-    bar: float | None = None
-    judge: bool = False
-    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    #: Credentials for our own calls about this request (count_tokens, shadow replay).
-    call_headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def model(self) -> str:
-        body = self.original or {}
-        model = body.get("model")
-        return model if isinstance(model, str) else ""
 
 
 async def read_bounded(request: Request, limit: int) -> tuple[bytes, AsyncIterator[bytes] | None]:
@@ -145,6 +90,7 @@ class Handler:
     def __init__(self, state: ProxyState) -> None:
         self.state = state
         self.upstream = state.settings.upstream_base
+        self.followup = FollowUp(state)
 
     async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one relayed request as a bare ASGI call (no router on the hot path)."""
@@ -158,15 +104,20 @@ class Handler:
         except asyncio.CancelledError:
             if not watch.gone:
                 raise
-            # The client left: its request (and any upstream call for it) was cancelled.
+            # The connection closed: its request (and any upstream call for it) was cancelled.
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            self.state.stats.client_gone += 1
             status = 499
-            log.debug("client left; upstream request cancelled")
+            if scope.get(relay.REFUSED_KEY) is None:  # the client left (not refused by us)
+                self.state.stats.client_gone += 1
+                log.debug("client left; upstream request cancelled")
         finally:
             watch.stop()
+            refused = scope.get(relay.REFUSED_KEY)
+            if refused is not None:  # the server answered it (and counted it)
+                status = refused[0]
+                obs.refused(refused[1])
             # metrics and access log, once the answer has been sent (or broken off)
             self.state.observer.finish(obs, status)
 
@@ -190,10 +141,15 @@ class Handler:
             return await self._forward(
                 request, content, keep_length=streamed, plan=None, watch=watch, obs=obs
             )
-        except ClientDisconnect:  # left while sending its body (any upstream call is dropped)
-            stats.client_gone += 1
-            obs.pass_through("client_disconnect")
-            log.debug("client left mid-body")
+        except ClientDisconnect:  # the body broke off (any upstream call for it is dropped)
+            if request.scope.get(relay.REFUSED_KEY) is None:  # the client left, not refused
+                stats.client_gone += 1
+                obs.pass_through("client_disconnect")
+                log.info(
+                    "client left mid-body on %s (client_disconnect); its upstream request "
+                    "was dropped",
+                    route_kind(path),
+                )
             return Response(status_code=499)
         except Exception as exc:  # never a traceback: exception text may quote the prompt
             log.error("proxy error on %s (%s)", route_kind(path), type(exc).__name__)
@@ -223,7 +179,7 @@ class Handler:
                 request, body, keep_length=False, plan=None, watch=watch, obs=obs
             )
         try:
-            plan = await self._plan(request, body, obs)
+            plan = await plan_request(self.state, request, body, obs)
         except Exception as exc:  # whatever broke in our codec path: send what the client sent
             reason = f"error:{type(exc).__name__}"
             self.state.stats.fail_opens[reason] += 1
@@ -244,95 +200,12 @@ class Handler:
             if isinstance(response, relay.StreamRelay):
                 await response.aclose()
             fallback = Plan(content=body, task_class=plan.task_class, original=plan.original)
-            fallback.extra_headers = _tag(plan.task_class, None)
+            fallback.extra_headers = tag(plan.task_class, None)
             watch.start()  # again: reading the refusal whole stopped it
             return await self._forward(
                 request, body, keep_length=False, plan=fallback, watch=watch, obs=obs
             )
         return response
-
-    async def _plan(self, request: Request, raw: bytes, obs: Observation) -> Plan:
-        state = self.state
-        settings = state.settings
-        stats = state.stats
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            stats.passthrough["not_json"] += 1
-            obs.pass_through("not_json")
-            return Plan(content=raw)
-        policy = state.store.policy if state.store is not None else None
-        known = policy.classes.keys() if policy is not None else ()
-        shipped = policy.classifier if policy is not None else None
-        found = classify(parsed, request.headers.get(CLASS_HEADER), known, shipped)
-        task_class = found.task_class
-        request.scope[DECISION_KEY] = found  # for the capture, when on
-        class_stats = stats.for_class(task_class)
-        choice = choose_arm(
-            policy,
-            task_class,
-            override=settings.override_arm,
-            allow_provisional=settings.allow_provisional,
-            fallen_back=class_stats.fallback_reason is not None,
-        )
-        arm = choice.arm
-        stats.record_decision(task_class, found.source, arm.key if arm else None)
-        obs.task_class, obs.decided_by, obs.arm = (
-            task_class,
-            found.source,
-            arm.key if arm else "none",
-        )
-        plan = Plan(content=raw, task_class=task_class, original=parsed)
-        obs.model = plan.model
-        plan.extra_headers = _tag(task_class, None)
-        if policy is not None:
-            entry = policy.entry_for(task_class)
-            plan.bar = entry.bar if entry.bar is not None else policy.tolerance
-        if arm is None:
-            stats.passthrough["no_arm"] += 1
-            obs.pass_through("no_arm")
-            return plan
-        outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
-        obs.compress_ms = outcome.elapsed_ms
-        result = outcome.result
-        if outcome.fail_open is not None or result is None:
-            stats.fail_opens[outcome.fail_open or "error"] += 1
-            obs.fail_open(outcome.fail_open or "error")
-            return plan
-        if not getattr(result, "rewritten", True) or (
-            result.compressed_tokens >= result.original_tokens
-        ):
-            stats.passthrough["no_gain"] += 1
-            obs.pass_through("no_gain")
-            return plan
-        try:
-            content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
-        except (TypeError, ValueError) as exc:
-            stats.fail_opens[f"error:{type(exc).__name__}"] += 1
-            obs.fail_open(f"error:{type(exc).__name__}")
-            return plan
-        stats.record_compression(
-            task_class,
-            plan.model,
-            result.original_tokens,
-            result.compressed_tokens,
-            outcome.elapsed_ms,
-        )
-        obs.applied(result.original_tokens, result.compressed_tokens)
-        plan.content = content
-        plan.arm = arm
-        plan.compressed = True
-        plan.sent_body = result.body
-        plan.extra_headers = _tag(task_class, arm)
-        plan.call_headers = relay.call_headers(request.headers.raw)
-        plan.judge = (
-            state.shadow is not None
-            and class_stats.fallback_reason is None
-            and state.shadow.should_sample()
-        )
-        return plan
 
     # --- forwarding ---------------------------------------------------------------
 
@@ -452,7 +325,7 @@ class Handler:
             after = None
             if path == MESSAGES_PATH and status == 200:
                 state.background.hold()
-                after = functools.partial(self._after_json, raw, encoding, plan)
+                after = functools.partial(self.followup.after_json, raw, encoding, plan)
             return relay.BufferedReply(status, out_headers, raw, after)
         tap = None
         if (
@@ -497,76 +370,8 @@ class Handler:
                 upstream.close()
             if tap is not None:
                 if finished:
-                    self._after(tap.usage, tap.text if tap.complete else None, plan)
+                    self.followup.after(tap.usage, tap.text if tap.complete else None, plan)
                 self.state.background.release()
-
-    # --- after the response ---------------------------------------------------------
-
-    async def _after_json(self, raw: bytes, encoding: str | None, plan: Plan | None) -> None:
-        try:
-            decoded = relay.decode_body(raw, encoding)
-            message = relay.parse_message(decoded) if decoded is not None else None
-            if message is not None:
-                usage = message.get("usage")
-                answer = relay.message_text(message) if plan and plan.judge else None
-                self._after(usage if isinstance(usage, dict) else None, answer, plan)
-        finally:
-            self.state.background.release()
-
-    def _after(self, usage: dict[str, Any] | None, answer: str | None, plan: Plan | None) -> None:
-        state = self.state
-        compressed = bool(plan and plan.compressed)
-        if usage is not None:
-            state.stats.record_usage(usage, compressed)
-        if plan is None or not compressed or plan.original is None or plan.sent_body is None:
-            return
-        headers = plan.call_headers
-        if state.settings.measure:
-            original, sent, model = plan.original, plan.sent_body, plan.model
-            state.background.spawn(lambda: self._measure(original, sent, model, headers))
-        shadow = state.shadow
-        if plan.judge and shadow is not None and answer is not None:
-            assert plan.task_class is not None and plan.arm is not None
-            task_class, arm_key, bar = plan.task_class, plan.arm.key, plan.bar
-            original_body = plan.original
-            state.background.spawn(
-                lambda: shadow.judge(
-                    task_class=task_class,
-                    arm_key=arm_key,
-                    bar=bar,
-                    original_body=original_body,
-                    compressed_answer=answer,
-                    headers=headers,
-                )
-            )
-
-    async def _measure(
-        self,
-        original: dict[str, Any],
-        sent: dict[str, Any],
-        model: str,
-        headers: dict[str, str],
-    ) -> None:
-        """Exact counts of both bodies from the upstream's free count_tokens endpoint."""
-        stats = self.state.stats
-        counts: list[int] = []
-        for body in (original, sent):
-            try:
-                async with self.state.session.post(
-                    self.upstream + COUNT_TOKENS_PATH,
-                    data=json.dumps(relay.count_body(body)).encode(),
-                    headers={**headers, "content-type": "application/json"},
-                ) as response:
-                    answer = await response.read()
-                value = json.loads(answer).get("input_tokens") if response.status == 200 else None
-            except _MEASURE_ERRORS as exc:
-                log.warning("count_tokens failed (%s)", type(exc).__name__)
-                value = None
-            if not isinstance(value, int):
-                stats.measure_failures += 1
-                return
-            counts.append(value)
-        stats.record_measurement(model, counts[0], counts[1])
 
 
 def route_kind(path: str) -> str:
@@ -576,13 +381,3 @@ def route_kind(path: str) -> str:
     if path == COUNT_TOKENS_PATH:
         return "count_tokens"
     return "other"
-
-
-def _tag(task_class: str | None, arm: Arm | None) -> list[tuple[bytes, bytes]]:
-    """Response headers telling the client what the proxy did (no content, just names)."""
-    if task_class is None:
-        return []
-    return [
-        (b"x-tokenlens-class", task_class.encode("latin-1")),
-        (b"x-tokenlens-arm", (arm.key if arm else "none").encode("latin-1")),
-    ]

@@ -19,7 +19,9 @@ from tokenlens.pricing import price_for
 if TYPE_CHECKING:
     from tokenlens.proxy.accesslog import AccessLog
 
-Outcome = Literal["applied", "pass_through", "fail_open", "upstream_error", "proxy_error"]
+Outcome = Literal[
+    "applied", "pass_through", "fail_open", "upstream_error", "proxy_error", "refused"
+]
 #: Label value for requests that were never classified (other routes, unparsable bodies).
 UNCLASSIFIED = "-"
 
@@ -56,6 +58,10 @@ class Observation:
 
     def upstream_error(self, reason: str) -> None:
         self.outcome, self.reason = "upstream_error", reason
+
+    def refused(self, reason: str) -> None:
+        """The server answered it before the relay could (see `relay.REFUSED_KEY`)."""
+        self.outcome, self.reason = "refused", reason
 
     def applied(self, original_tokens: int, compressed_tokens: int) -> None:
         self.outcome, self.reason = "applied", ""
@@ -110,7 +116,8 @@ class Observer:
     def finish(self, obs: Observation, status: int) -> None:
         obs.status = status
         obs.duration_ms = (time.perf_counter() - obs.started) * 1000
-        self.metrics.observe(obs)
+        if obs.outcome != "refused":  # a refusal is counted once, where the server made it
+            self.metrics.observe(obs)
         if self.access_log is not None:
             self.access_log.write(obs.log_line())
 

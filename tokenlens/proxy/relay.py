@@ -222,6 +222,11 @@ async def broken(chunks: list[bytes]) -> AsyncGenerator[bytes, None]:
 #: leaves (`server.GuardedHttpToolsProtocol`): `watch(w)` / `unwatch(w)`, then
 #: `w.client_left()` from the connection's `connection_lost`.
 CONNECTION_KEY = "tokenlens.connection"
+#: The ASGI scope key where the server's connection records a refusal it answered itself
+#: while the app held the request (a body that stopped arriving: `(408, "body_timeout")`).
+#: The connection it then closes is not a client that left: the app logs the request once,
+#: as that refusal (the server counted it).
+REFUSED_KEY = "tokenlens.refused"
 
 
 class ClientWatch:

@@ -38,7 +38,7 @@ from typing import Any, cast
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from tokenlens.proxy.relay import CONNECTION_KEY, ClientWatch
+from tokenlens.proxy.relay import CONNECTION_KEY, REFUSED_KEY, ClientWatch
 from tokenlens.proxy.settings import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -176,6 +176,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._body_timer = self.loop.call_at(deadline, self._body_late)
             return
         self._body_pending = False
+        # the app holds this request: the close that follows is this refusal, not a client
+        # that left (it logs the request as the 408 it was; `_report` counts it)
+        self.scope[REFUSED_KEY] = (408, "body_timeout")  # type: ignore[literal-required]
         if self.cycle is not None and self.cycle.response_started:
             self._report(408, "body_timeout")
             self.logger.warning("Request body not received in time (408); connection closed")

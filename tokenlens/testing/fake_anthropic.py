@@ -144,6 +144,7 @@ class FakeAnthropic:
         self.forget_rate = forget_rate
         self.latency_s = latency_s
         self.stream_delay_s = stream_delay_s
+        self._streams_held: threading.Event | None = None
         self.stall_s = stall_s
         self.judge_noise = judge_noise
         self.batch_polls = batch_polls
@@ -294,8 +295,15 @@ class FakeAnthropic:
         for name, value in settings.items():
             setattr(self, name, value)
 
+    def hold_streams(self, until: threading.Event | None) -> None:
+        """Hold every stream after its first event until `until` is set (None: never hold).
+
+        A test that a relay passes events on one by one sets it once its client has read
+        the first event: a relay that buffered the stream would wait forever instead."""
+        self._streams_held = until
+
     def reset(self) -> None:
-        """Forget recorded requests, queued and random faults, and sampling history."""
+        """Forget recorded requests, queued and random faults, sampling history and holds."""
         with self._lock:
             self._requests.clear()
             self._faults.clear()
@@ -303,6 +311,7 @@ class FakeAnthropic:
             self._batch_outcomes.clear()
             self._fault_rate = 0.0
             self._fault_rng = random.Random(self.seed)
+        self._streams_held = None
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -532,8 +541,11 @@ class FakeAnthropic:
             )
         )
         events.append(("message_stop", {"type": "message_stop"}))
-        for name, data in events:
+        for number, (name, data) in enumerate(events):
             yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            held = self._streams_held
+            while number == 0 and held is not None and not held.is_set():
+                await asyncio.sleep(0.01)
             if self.stream_delay_s:
                 await asyncio.sleep(self.stream_delay_s)
 

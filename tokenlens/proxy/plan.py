@@ -1,0 +1,139 @@
+"""For one Messages request: its class, the arm to apply, and the body to send instead.
+
+The decision and the compression, apart from the relaying (`handler`): everything here
+reads the parsed body and the policy in force and fills in a `Plan`; nothing here touches
+the connection. Whatever fails is the caller's fail-open.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from tokenlens.classifier.classify import CLASS_HEADER, classify
+from tokenlens.compress.arms import Arm
+from tokenlens.proxy import relay
+from tokenlens.proxy.apply import choose_arm, compress_within
+from tokenlens.proxy.capture import DECISION_KEY
+from tokenlens.proxy.observe import Observation
+from tokenlens.proxy.state import ProxyState
+
+
+@dataclass
+class Plan:
+    """What to send upstream for one Messages request, and what to do afterwards."""
+
+    content: bytes
+    task_class: str | None = None
+    arm: Arm | None = None
+    compressed: bool = False
+    original: dict[str, Any] | None = None
+    sent_body: dict[str, Any] | None = None
+    bar: float | None = None
+    judge: bool = False
+    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    #: Credentials for our own calls about this request (count_tokens, shadow replay).
+    call_headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        body = self.original or {}
+        model = body.get("model")
+        return model if isinstance(model, str) else ""
+
+
+async def plan_request(state: ProxyState, request: Request, raw: bytes, obs: Observation) -> Plan:
+    """Classify, choose an arm, compress within the budget; the plan says what to send."""
+    settings = state.settings
+    stats = state.stats
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        stats.passthrough["not_json"] += 1
+        obs.pass_through("not_json")
+        return Plan(content=raw)
+    policy = state.store.policy if state.store is not None else None
+    known = policy.classes.keys() if policy is not None else ()
+    shipped = policy.classifier if policy is not None else None
+    found = classify(parsed, request.headers.get(CLASS_HEADER), known, shipped)
+    task_class = found.task_class
+    request.scope[DECISION_KEY] = found  # for the capture, when on
+    class_stats = stats.for_class(task_class)
+    choice = choose_arm(
+        policy,
+        task_class,
+        override=settings.override_arm,
+        allow_provisional=settings.allow_provisional,
+        fallen_back=class_stats.fallback_reason is not None,
+    )
+    arm = choice.arm
+    stats.record_decision(task_class, found.source, arm.key if arm else None)
+    obs.task_class, obs.decided_by, obs.arm = (
+        task_class,
+        found.source,
+        arm.key if arm else "none",
+    )
+    plan = Plan(content=raw, task_class=task_class, original=parsed)
+    obs.model = plan.model
+    plan.extra_headers = tag(task_class, None)
+    if policy is not None:
+        entry = policy.entry_for(task_class)
+        plan.bar = entry.bar if entry.bar is not None else policy.tolerance
+    if arm is None:
+        stats.passthrough["no_arm"] += 1
+        obs.pass_through("no_arm")
+        return plan
+    outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+    obs.compress_ms = outcome.elapsed_ms
+    result = outcome.result
+    if outcome.fail_open is not None or result is None:
+        stats.fail_opens[outcome.fail_open or "error"] += 1
+        obs.fail_open(outcome.fail_open or "error")
+        return plan
+    if not getattr(result, "rewritten", True) or (
+        result.compressed_tokens >= result.original_tokens
+    ):
+        stats.passthrough["no_gain"] += 1
+        obs.pass_through("no_gain")
+        return plan
+    try:
+        content = json.dumps(result.body, ensure_ascii=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        stats.fail_opens[f"error:{type(exc).__name__}"] += 1
+        obs.fail_open(f"error:{type(exc).__name__}")
+        return plan
+    stats.record_compression(
+        task_class,
+        plan.model,
+        result.original_tokens,
+        result.compressed_tokens,
+        outcome.elapsed_ms,
+    )
+    obs.applied(result.original_tokens, result.compressed_tokens)
+    plan.content = content
+    plan.arm = arm
+    plan.compressed = True
+    plan.sent_body = result.body
+    plan.extra_headers = tag(task_class, arm)
+    plan.call_headers = relay.call_headers(request.headers.raw)
+    plan.judge = (
+        state.shadow is not None
+        and class_stats.fallback_reason is None
+        and state.shadow.should_sample()
+    )
+    return plan
+
+
+def tag(task_class: str | None, arm: Arm | None) -> list[tuple[bytes, bytes]]:
+    """Response headers telling the client what the proxy did (no content, just names)."""
+    if task_class is None:
+        return []
+    return [
+        (b"x-tokenlens-class", task_class.encode("latin-1")),
+        (b"x-tokenlens-arm", (arm.key if arm else "none").encode("latin-1")),
+    ]
