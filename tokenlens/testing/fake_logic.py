@@ -57,12 +57,25 @@ def _text_blocks(content: Any) -> list[str]:
     ]
 
 
+def _tool_results(content: Any) -> list[str]:
+    """The tool_result texts of a content (an agent's last message carries the newest)."""
+    if isinstance(content, str):
+        return []
+    return [
+        block_text(b.get("content", ""))
+        for b in content or []
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+
+
 def split_prompt(body: dict[str, Any]) -> tuple[str, list[str]]:
     """(question, context passages) of a Messages API body.
 
     The question is the last text block of the last user message (our tasks put context and
     question in two blocks), or the last paragraph when the message is one string. Context
-    is everything else the model saw: the system prompt, earlier turns, other blocks.
+    is everything else the model saw: the system prompt, earlier turns, other blocks, and
+    the tool results of an agent's last message (cut into lines like any passage, so an
+    answer quotes lines of the output as read).
     """
     messages = list(body.get("messages") or [])
     last_user = next(
@@ -77,6 +90,7 @@ def split_prompt(body: dict[str, Any]) -> tuple[str, list[str]]:
         if i != last_user:
             context.append(block_text(message.get("content", "")))
             continue
+        context.extend(_tool_results(message.get("content", "")))
         blocks = [b for b in _text_blocks(message.get("content", "")) if b.strip()]
         if len(blocks) >= 2:
             question = blocks[-1]
