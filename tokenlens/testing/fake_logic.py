@@ -73,9 +73,7 @@ def split_prompt(body: dict[str, Any]) -> tuple[str, list[str]]:
 
     The question is the last text block of the last user message (our tasks put context and
     question in two blocks), or the last paragraph when the message is one string. Context
-    is everything else the model saw: the system prompt, earlier turns, other blocks, and
-    the tool results of an agent's last message (cut into lines like any passage, so an
-    answer quotes lines of the output as read).
+    is everything else the model saw: the system prompt, earlier turns, other blocks.
     """
     messages = list(body.get("messages") or [])
     last_user = next(
@@ -90,7 +88,6 @@ def split_prompt(body: dict[str, Any]) -> tuple[str, list[str]]:
         if i != last_user:
             context.append(block_text(message.get("content", "")))
             continue
-        context.extend(_tool_results(message.get("content", "")))
         blocks = [b for b in _text_blocks(message.get("content", "")) if b.strip()]
         if len(blocks) >= 2:
             question = blocks[-1]
@@ -115,10 +112,18 @@ def fake_answer(body: dict[str, Any], rng: random.Random, forget_rate: float = 0
     sampled answer may miss a second fact or carry an unrelated sentence. `forget_rate` is
     the share of answers that claim the context lacks the information: a model that got
     worse, for tests of drift (0 draws nothing, so answers stay as they were).
+
+    An agent's turn (its last message carries tool results) is answered from that tool
+    output alone, cut into lines like any passage: the answer quotes output lines as read,
+    so a fact the compression dropped is missing from it. The task's facts are never read.
     """
     if forget_rate > 0 and rng.random() < forget_rate:
         return NOT_FOUND_ANSWER
     question, passages = split_prompt(body)
+    messages = body.get("messages") or []
+    tool_output = _tool_results(messages[-1].get("content", "")) if messages else []
+    if tool_output:  # an agent's turn: answer from the newest tool output, line by line
+        passages = tool_output
     q_terms = content_terms(question)
     candidates = sentences(passages)
     overlaps = [len(q_terms & content_terms(s)) for s in candidates]
