@@ -474,8 +474,8 @@ def git_author(short: str, output: str) -> Derived:
 
 
 def git_hash_of(subject: str, output: str) -> Derived:
-    found = [c for c in git_commits(output) if c["subject"] == subject]
-    _need(len(found) == 1, f"subject on {len(found)} commits")
+    found = [c for c in git_commits(output) if c["subject"].startswith(subject)]
+    _need(len(found) == 1 and found[0]["subject"] == subject, "subject not one commit's")
     short = found[0]["hash"][:7]
     question = f'What is the hash of the commit whose message starts with "{subject}"?'
     return question, [("name", short)], f"{short}."
@@ -505,37 +505,37 @@ def oneline_count(_: object, output: str) -> Derived:
     return question, [("number", str(n))], _n(n, "commit") + "."
 
 
-TEMPLATES: dict[str, Callable[[object, str], Derived]] = {
-    "search-def": search_def,  # type: ignore[dict-item]
+TEMPLATES: dict[str, Callable[..., Derived]] = {
+    "search-def": search_def,
     "search-count-files": search_count_files,
     "search-top-file": search_top_file,
-    "search-count-in": search_count_in,  # type: ignore[dict-item]
-    "ls-size-of": ls_size_of,  # type: ignore[dict-item]
+    "search-count-in": search_count_in,
+    "ls-size-of": ls_size_of,
     "ls-largest": ls_largest,
     "ls-count-dirs": ls_count_dirs,
-    "ls-link": ls_link,  # type: ignore[dict-item]
+    "ls-link": ls_link,
     "find-count": find_count,
-    "find-count-under": find_count_under,  # type: ignore[dict-item]
-    "read-def-line": read_def_line,  # type: ignore[dict-item]
-    "read-enclosing": read_enclosing,  # type: ignore[dict-item]
-    "read-constant": read_constant,  # type: ignore[dict-item]
+    "find-count-under": find_count_under,
+    "read-def-line": read_def_line,
+    "read-enclosing": read_enclosing,
+    "read-constant": read_constant,
     "read-count-defs": read_count_defs,
-    "json-pip-version": json_pip_version,  # type: ignore[dict-item]
+    "json-pip-version": json_pip_version,
     "json-pip-count": json_pip_count,
-    "json-operation-http": json_operation_http,  # type: ignore[dict-item]
-    "json-required": json_required,  # type: ignore[dict-item]
-    "json-count-keys": json_count_keys,  # type: ignore[dict-item]
+    "json-operation-http": json_operation_http,
+    "json-required": json_required,
+    "json-count-keys": json_count_keys,
     "json-metadata": json_metadata,
-    "dpkg-installed-version": dpkg_installed_version,  # type: ignore[dict-item]
+    "dpkg-installed-version": dpkg_installed_version,
     "dpkg-count-installed": dpkg_count_installed,
-    "dpkg-upgrade": dpkg_upgrade,  # type: ignore[dict-item]
+    "dpkg-upgrade": dpkg_upgrade,
     "pytest-summary": pytest_summary,
     "pytest-failure": pytest_failure,
-    "changelog-maintainer": changelog_maintainer,  # type: ignore[dict-item]
-    "git-author": git_author,  # type: ignore[dict-item]
-    "git-hash-of": git_hash_of,  # type: ignore[dict-item]
-    "git-count-by": git_count_by,  # type: ignore[dict-item]
-    "git-files-changed": git_files_changed,  # type: ignore[dict-item]
+    "changelog-maintainer": changelog_maintainer,
+    "git-author": git_author,
+    "git-hash-of": git_hash_of,
+    "git-count-by": git_count_by,
+    "git-files-changed": git_files_changed,
     "oneline-count": oneline_count,
 }
 
