@@ -143,7 +143,7 @@ class _Aligner:
                 f"{gap} removed with no marker saying so"
             )
         else:
-            self.tally.fabricated += len(self.pending)
+            self.tally.fabricated += len({text for text, _ in self.pending})
             self.tally.marked += gap
             self.tally.problem(
                 f"{self.where}marker {_clip(self.pending[0][0])} claims {claimed} {self.unit}, "
@@ -209,11 +209,12 @@ def _check_lines(original: list[str], compressed: list[str], tally: _Tally, wher
                 continue
             if full is None:
                 heading = None
-        marker = parse_any(line)
-        if marker is not None:
-            walk.marker(line, marker)
-            continue
         run = unfold(line)
+        marker = parse_any(run[0] if run else line)
+        if marker is not None:
+            for _ in run or [line]:
+                walk.marker(line, marker)
+            continue
         q = walk.find_run(run) if run else None
         if run and q is not None:
             walk.take(q, len(run))
@@ -245,9 +246,9 @@ def _partial(walk: _Aligner, line: str) -> int | None:
     for q in range(walk.p, walk.n):
         text = walk.keys[q]
         assert isinstance(text, str)
-        if len(text) == len(head) + gone + len(tail) and text.startswith(head):
-            if text.endswith(tail):
-                return q
+        size = len(head) + gone + len(tail)
+        if len(text) == size and text.startswith(head) and text.endswith(tail):
+            return q
     return None
 
 
@@ -316,12 +317,12 @@ def _check_array(
         for marker in at.pop(i, []):
             walk.marker("table marker", marker)
         count = sentinel_count(item)
-        marker = parse_any(item) if isinstance(item, str) else None
         if count is not None:
             walk.marker(_clip(str(item)), Marker("items", count, foreign=True))
             continue
-        if marker is not None:
-            walk.marker(item, marker)
+        found = parse_any(item) if isinstance(item, str) else None
+        if found is not None:
+            walk.marker(item, found)
             continue
         q = walk.find(_key(item))
         if q is not None:

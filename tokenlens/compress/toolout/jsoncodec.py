@@ -66,7 +66,7 @@ def same(a: Any, b: Any) -> bool:
 def _bare_ok(value: str) -> bool:
     if not value or value != value.strip() or "|" in value or _CONTROL.search(value):
         return False
-    if value[0] in "\"[{" or parse_any(value) is not None:
+    if value[0] in '"[{' or parse_any(value) is not None:
         return False
     try:
         json.loads(value)

@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 
 FOLD = re.compile(r"^\[x(?P<n>\d+)\](?: (?P<line>.*))?$")
+#: Another compressor's fold (llmtrim): the count after the line, ``<line> [×N]``.
+FOLD_AFTER = re.compile(r"^(?P<line>.*?) ?\[×(?P<n>\d+)\]$")
 #: ``path:12:text`` (a hit) or ``path-12-text`` (a context line of grep -C).
 GREP_HIT = re.compile(r"^(?P<path>[^:\s][^:]*?)(?P<sep>[:-])(?P<num>\d+)(?P=sep)(?P<text>.*)$")
 #: A grouped hit under a heading: ``12:text`` or ``12-text``.
@@ -33,7 +35,7 @@ def fold_line(line: str, count: int) -> str:
 
 def unfold(line: str) -> list[str] | None:
     """The lines a folded line stands for, or None if it is not one."""
-    match = FOLD.match(line)
+    match = FOLD.match(line) or FOLD_AFTER.match(line)
     if match is None or int(match["n"]) < 2:
         return None
     return [match["line"] or ""] * int(match["n"])
@@ -83,7 +85,7 @@ def group_hits(lines: Sequence[str]) -> list[str]:
         j = i
         while path is not None and j < len(lines):
             hit = GREP_HIT.match(lines[j])
-            if hit is None or hit["path"] != path or hit["sep"] == "-" and ":" in hit["text"]:
+            if hit is None or hit["path"] != path or (hit["sep"] == "-" and ":" in hit["text"]):
                 break
             j += 1
         if path is None or j - i < 2 or GROUPED_HIT.match(path) or FOLD.match(path):
