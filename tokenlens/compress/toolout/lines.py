@@ -119,3 +119,30 @@ def ungroup_hits(lines: Sequence[str]) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+# Other compressors' line rewrites that decode exactly (headroom-ai's lossless mode), read
+# by the fidelity check so that they are checked rather than called fabricated.
+_REPEATED = re.compile(r"^\.\.\. \(repeated (?P<n>\d+) times\)$")
+_BACKREF = re.compile(r"^\.\.\. \(repeats (?P<k>\d+) lines from (?P<d>\d+) lines back\)$")
+
+
+def repeated(line: str) -> int | None:
+    """``... (repeated N times)`` after a line: N copies in all, so N - 1 more."""
+    match = _REPEATED.match(line)
+    return int(match["n"]) - 1 if match and int(match["n"]) >= 2 else None
+
+
+def backref(line: str) -> tuple[int, int] | None:
+    """``... (repeats K lines from D lines back)``: (K, D), in the original's lines."""
+    match = _BACKREF.match(line)
+    if match is None or not 0 < int(match["k"]) <= int(match["d"]):
+        return None
+    return int(match["k"]), int(match["d"])
+
+
+def path_heading(heading: str, name: str) -> str | None:
+    """A name listed under a directory heading (``./llvm/ADT/`` then ``APInt.h``)."""
+    if not heading.endswith("/") or not name or name.startswith((" ", "\t")):
+        return None
+    return heading + name
