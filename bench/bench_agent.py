@@ -1,0 +1,92 @@
+"""TokenLens arms and external compressors side by side on agent traffic, in one table.
+
+For each kind of tool output in the agent set (search hits, listings, file reads, JSON,
+logs and test runs, version control) and for each arm: tool-output token reduction,
+whole-body reduction, fabricated lines, unmarked drops and facts lost (the fidelity
+check, `tokenlens.fidelity`), and the median CPU per request (this process's, plus the
+worker's when an external compressor runs in another Python). All figures come from one
+run. External arms go through the same plug-in seam as any user's (``ext:<name>``,
+`tokenlens.compress.external`); an arm whose package is not reachable says so.
+
+    .venv/bin/python bench/bench_agent.py [--tasks PATH] [--per-kind N]
+        [--headroom-python /tmp/headroom-venv/bin/python]
+        [--llmtrim-python /tmp/llmtrim-venv/bin/python] [--quick]
+
+headroom-ai runs twice: with its library defaults (``ext:headroom``: the last 4
+messages, which hold the current tool result, are protected) and with
+``protect_recent=0`` (``ext:headroom-all``: every message may be compressed, as its proxy
+does for history). Both run offline (``HF_HUB_OFFLINE=1``, ``HEADROOM_OFFLINE=1``): its
+Kompress text model, which needs the hub, is then skipped by headroom itself.
+
+`--quick` runs two tasks of each kind through two arms (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from tokenlens.compress import Arm
+from tokenlens.compress.external import register
+from tokenlens.compress.external.adapters import Adapter
+from tokenlens.fidelity_run import HEADER, measure, table_row
+from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
+
+OURS = ("safe", "minify", "dedup", "prune@0.5", "select@0.5")
+
+
+def _arms(args: argparse.Namespace) -> list[Arm]:
+    arms = [Arm.parse(text) for text in (OURS[:1] + OURS[3:4] if args.quick else OURS)]
+    if args.headroom_python:
+        os.environ["TOKENLENS_HEADROOM_PYTHON"] = args.headroom_python
+    if args.llmtrim_python:
+        os.environ["TOKENLENS_LLMTRIM_PYTHON"] = args.llmtrim_python
+    if not args.quick:
+        register(
+            "headroom-all",
+            Adapter("headroom", "headroom", "pip install headroom-ai", {"protect_recent": 0}),
+        )
+        arms += [Arm.parse(f"ext:{name}") for name in ("headroom", "headroom-all", "llmtrim")]
+    return arms
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=Path, default=AGENT_TASKS_PATH)
+    parser.add_argument("--per-kind", type=int, default=0, help="at most N tasks per kind")
+    parser.add_argument("--headroom-python", default=None)
+    parser.add_argument("--llmtrim-python", default=None)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    per_kind = 2 if args.quick else args.per_kind
+    by_kind: dict[str, list[tuple[dict, tuple]]] = defaultdict(list)
+    for task in load_tasks(args.tasks):
+        if task.body is None or (per_kind and len(by_kind[task.task_class]) >= per_kind):
+            continue
+        body = task.to_request(model="claude-sonnet-4-5")
+        by_kind[task.task_class].append((body, tuple(task.facts)))
+    arms = _arms(args)
+    load = os.getloadavg()
+    print(
+        f"bench_agent: {args.tasks}, {sum(map(len, by_kind.values()))} requests, "
+        f"{datetime.date.today()}, {os.cpu_count()} cores, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    print(f"{'kind':<16}{HEADER}")
+    everything = [request for requests in by_kind.values() for request in requests]
+    for kind in [*sorted(by_kind), "all"]:
+        requests = by_kind[kind] if kind != "all" else everything
+        for row in measure(arms, requests):
+            print(f"{kind:<16}{table_row(row)}")
+        print()
+    load = os.getloadavg()
+    print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
