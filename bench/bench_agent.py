@@ -12,11 +12,13 @@ run. External arms go through the same plug-in seam as any user's (``ext:<name>`
         [--headroom-python /tmp/headroom-venv/bin/python]
         [--llmtrim-python /tmp/llmtrim-venv/bin/python] [--quick]
 
-headroom-ai runs twice: with its library defaults (``ext:headroom``: the last 4
-messages, which hold the current tool result, are protected) and with
-``protect_recent=0`` (``ext:headroom-all``: every message may be compressed, as its proxy
-does for history). Both run offline (``HF_HUB_OFFLINE=1``, ``HEADROOM_OFFLINE=1``): its
-Kompress text model, which needs the hub, is then skipped by headroom itself.
+headroom-ai runs twice: with its library defaults (``ext:headroom``) and with
+``protect_recent=0`` (``ext:headroom-all``: no message is protected from compression).
+llmtrim leaves the prefix up to the last ``cache_control`` breakpoint alone, which on an
+agent's body is everything: ``ext:llmtrim-uncached`` runs it on the body with the
+breakpoints taken out, to show what it does to tool output. All run offline
+(``HF_HUB_OFFLINE=1``, ``HEADROOM_OFFLINE=1``): headroom's Kompress text model, which
+needs the hub, is then not used.
 
 `--quick` runs two tasks of each kind through two arms (the test suite runs it).
 """
@@ -29,10 +31,11 @@ import os
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from tokenlens.compress import Arm
-from tokenlens.compress.external import register
-from tokenlens.compress.external.adapters import Adapter
+from tokenlens.compress.external import Compressor, register
+from tokenlens.compress.external.adapters import Adapter, llmtrim
 from tokenlens.fidelity_run import HEADER, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
 
@@ -50,8 +53,34 @@ def _arms(args: argparse.Namespace) -> list[Arm]:
             "headroom-all",
             Adapter("headroom", "headroom", "pip install headroom-ai", {"protect_recent": 0}),
         )
-        arms += [Arm.parse(f"ext:{name}") for name in ("headroom", "headroom-all", "llmtrim")]
+        register("llmtrim-uncached", _Uncached(llmtrim))
+        names = ("headroom", "headroom-all", "llmtrim", "llmtrim-uncached")
+        arms += [Arm.parse(f"ext:{name}") for name in names]
     return arms
+
+
+class _Uncached:
+    """A compressor run on the body without its cache breakpoints (llmtrim leaves everything
+    up to the last ``cache_control`` alone, so on an agent's body it touches nothing)."""
+
+    def __init__(self, inner: Compressor) -> None:
+        self.inner = inner
+
+    @property
+    def last_cpu_s(self) -> float | None:
+        """The worker's CPU of the last call (see `tokenlens.fidelity_run.run_arm`)."""
+        return getattr(self.inner, "last_cpu_s", None)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.inner(_without_breakpoints(body))
+
+
+def _without_breakpoints(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_breakpoints(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_breakpoints(v) for v in value]
+    return value
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ TABLE_HEAD = re.compile(r"^\[json table: (?P<rows>\d+) rows?\] (?P<keys>.*)$")
 CSV_HEAD = re.compile(r"^\[(?P<rows>\d+)\]\{(?P<cols>[^}]*)\}(?P<rest>.*)$")
 #: A value replaced where it stood by a retrieval handle naming its kind and size
 #: (headroom-ai: ``<<ccr:HASH,string,307B>>``): a marker for that one value.
-OPAQUE = re.compile(r"^<<ccr:[0-9a-f]+,[\w-]+,\d+B>>$")
+OPAQUE = re.compile(r"^<<ccr:[0-9a-f]+,[\w-]+,\d+(?:\.\d+)?[KMG]?B>>$")
 CCR_SENTINEL = re.compile(r"<<ccr:[^ >]* ?(?P<n>\d+)_(?:rows|items)_offloaded>>")
 _SEP = " | "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
