@@ -83,6 +83,23 @@ def _without_breakpoints(value: Any) -> Any:
     return value
 
 
+def _synthetic_body() -> dict[str, Any]:
+    listing = "\n".join(f"-rw-r--r-- 1 root root {n:>5} Dec  5 03:53 f{n}.py" for n in range(50))
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": listing}
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 64,
+        "messages": [
+            {"role": "user", "content": "What is in this folder?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}],
+            },
+            {"role": "user", "content": [result, {"type": "text", "text": "Which is largest?"}]},
+        ],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=Path, default=AGENT_TASKS_PATH)
@@ -93,7 +110,9 @@ def main() -> int:
     args = parser.parse_args()
     per_kind = 2 if args.quick else args.per_kind
     by_kind: dict[str, list[tuple[dict, tuple]]] = defaultdict(list)
-    for task in load_tasks(args.tasks):
+    if args.quick and not args.tasks.exists():
+        by_kind["synthetic"] = [(_synthetic_body(), ())]  # before the agent set is installed
+    for task in load_tasks(args.tasks) if args.tasks.exists() or not args.quick else ():
         if task.body is None or (per_kind and len(by_kind[task.task_class]) >= per_kind):
             continue
         body = task.to_request(model="claude-sonnet-4-5")
