@@ -36,7 +36,7 @@ from typing import Any
 from tokenlens.compress import Arm
 from tokenlens.compress.external import Compressor, register
 from tokenlens.compress.external.adapters import Adapter, llmtrim
-from tokenlens.fidelity_run import HEADER, measure, table_row
+from tokenlens.fidelity_run import HEADER, ArmTotals, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
 
 OURS = ("safe", "minify", "dedup", "prune@0.5", "select@0.5")
@@ -125,12 +125,16 @@ def main() -> int:
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     print(f"{'kind':<16}{HEADER}")
-    everything = [request for requests in by_kind.values() for request in requests]
-    for kind in [*sorted(by_kind), "all"]:
-        requests = by_kind[kind] if kind != "all" else everything
-        for row in measure(arms, requests):
+    overall: dict[str, ArmTotals] = {}
+    for kind in sorted(by_kind):
+        for row in measure(arms, by_kind[kind]):
             print(f"{kind:<16}{table_row(row)}")
-        print()
+            before = overall.get(row.arm)
+            overall[row.arm] = row if before is None else before.merged(row)
+        print(flush=True)
+    for row in overall.values():
+        print(f"{'all':<16}{table_row(row)}")
+    print()
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0

@@ -60,6 +60,20 @@ class ArmTotals:
         ordered = sorted(self.cpu_s)
         return 1000.0 * ordered[len(ordered) // 2]
 
+    def merged(self, other: ArmTotals) -> ArmTotals:
+        """This arm's totals and `other`'s (the same arm on other requests) together."""
+        return ArmTotals(
+            arm=self.arm,
+            requests=self.requests + other.requests,
+            tool_before=self.tool_before + other.tool_before,
+            tool_after=self.tool_after + other.tool_after,
+            body_before=self.body_before + other.body_before,
+            body_after=self.body_after + other.body_after,
+            cpu_s=self.cpu_s + other.cpu_s,
+            report=self.report + other.report,
+            unavailable=self.unavailable or other.unavailable,
+        )
+
     def add(
         self, body: dict[str, Any], compressed: dict[str, Any], cpu_s: float, report: FidelityReport
     ) -> None:
