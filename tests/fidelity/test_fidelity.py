@@ -239,3 +239,28 @@ def test_marker_grammar_round_trips(unit: str) -> None:
         assert marker is not None and (marker.start, marker.end) == (start, end)
         assert marker.count == end - start + 1
     assert parse_marker("[... 5 lines omitted: 3-9 ...]") is None  # count disagrees
+
+
+def test_other_compressors_lossless_forms_decode() -> None:
+    paths = "\n".join(["./a.h", "./b.h", "./net/c.h", "./net/d.h", "./e.h"])
+    headed = "\n".join(["./", "a.h", "b.h", "./net/", "c.h", "d.h", "./", "e.h"])
+    assert check_text(paths, headed).faithful
+    assert check_text(paths, headed.replace("d.h", "x.h")).fabricated_lines == 1
+    block = ["start", "  a: 1", "  b: 2", "  c: 3", "next", "  a: 1", "  b: 2", "  c: 3"]
+    backref = [*block[:5], "... (repeats 3 lines from 4 lines back)"]
+    assert check_text("\n".join(block), "\n".join(backref)).faithful
+    runs = "x\nsame\nsame\nsame\ny"
+    assert check_text(runs, "x\nsame\n... (repeated 3 times)\ny").faithful
+    assert not check_text(runs, "x\nsame\n... (repeated 5 times)\ny").faithful
+    doc = json.dumps({"errors": [{"shape": "A"}, {"shape": "B"}], "n": 2})
+    toon = '{"errors":"[2]{shape}:\\n  A\\n  B","n":2}'
+    assert check_text(doc, toon).faithful
+    assert not check_text(doc, toon.replace("B", "C")).faithful
+
+
+def test_a_count_may_include_the_trailing_newline() -> None:
+    original = "".join(f"line {n}\n" for n in range(1, 6))
+    assert check_text(
+        original, "[6 lines compressed to 0. Retrieve more: hash=ab]\n[6 lines omitted]"
+    ).faithful
+    assert not check_text(original, "[7 lines omitted]").faithful
