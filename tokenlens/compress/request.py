@@ -10,6 +10,9 @@ What may be touched:
 * Text blocks (or string content) of **user** messages, and the **system** prompt (the
   system prompt only by the meaning-keeping rungs 0-2 unless
   `CompressSettings.compress_system`; it carries instructions).
+* Earlier user turns are instructions too: in a user message before the last one, the
+  lossy rungs (3-5) touch only document-like text (`is_document_like`: long and made of
+  several blocks), and never that turn's own ask (found as the question is, below).
 * Never: the prefix up to and including the last ``cache_control`` breakpoint (in
   ``tools``, ``system`` or ``messages``; a top-level ``cache_control``, automatic caching,
   freezes the whole body), ``tools``, ``tool_use``, ``tool_result``, images, documents,
@@ -42,7 +45,7 @@ from functools import cached_property
 from typing import Any
 
 from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.compress.blocks import segment
+from tokenlens.compress.blocks import counted, segment
 from tokenlens.compress.ladder import compress_text
 from tokenlens.compress.settings import CompressSettings
 from tokenlens.errors import CompressionError
@@ -198,6 +201,8 @@ def _targets(body: dict[str, Any], settings: CompressSettings) -> tuple[list[_Ta
                 position += 1
         if i == last_user:
             question = _question_of(message, slots)
+        elif slots:
+            _keep_instructions(message, slots)
         targets.extend(slots)
     return targets, question
 
@@ -222,6 +227,41 @@ def _question_of(message: dict[str, Any], slots: list[_Target]) -> str | None:
         else:
             slot.suffix = tail
     return tail
+
+
+#: An earlier user turn's text is document-like (open to lossy rungs) from this many
+#: characters (~300 tokens) and `DOCUMENT_MIN_BLOCKS` non-blank blocks on.
+DOCUMENT_MIN_CHARS = 1200
+DOCUMENT_MIN_BLOCKS = 3
+
+
+def is_document_like(text: str) -> bool:
+    """Is `text` pasted material (a document, a file, a log) rather than an instruction?
+
+    Instructions are short, or one paragraph however long; a document is long *and* made
+    of several blocks (paragraphs, lists, code, tables). The threshold errs towards
+    "instruction": wrongly keeping a document costs tokens, wrongly pruning an ask loses it.
+    """
+    if len(text) < DOCUMENT_MIN_CHARS:
+        return False
+    return len(counted(segment(text))) >= DOCUMENT_MIN_BLOCKS
+
+
+def _keep_instructions(message: dict[str, Any], slots: list[_Target]) -> None:
+    """An earlier user turn: lossy rungs only on its document-like context, never its ask.
+
+    Its ask is found as the last message's question is (`_question_of`) and kept
+    verbatim; what is left is lossy only when `is_document_like`. The gentle rungs
+    (rungs 0-2) still run on all of it: they keep meaning.
+    """
+    kept = list(slots)
+    _question_of(message, slots)  # drops the ask's slot, or keeps its tail as a suffix
+    for n, slot in enumerate(kept):
+        if not any(other is slot for other in slots):  # the ask: gentle rungs only
+            kept[n] = _Target(slot.holder, slot.key, lossy=False)
+        elif slot.lossy and not is_document_like(slot.text):
+            slot.lossy = False
+    slots[:] = kept
 
 
 def split_question(text: str) -> tuple[str, str]:
