@@ -10,7 +10,13 @@ import pytest
 
 from tokenlens.cli import main
 from tokenlens.errors import TaskFileError
-from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks, select_tasks
+from tokenlens.tasks import (
+    DEFAULT_TASKS_PATH,
+    KNOWN_CLASSES,
+    load_tasks,
+    select_tasks,
+    write_tasks,
+)
 
 SEED_LINE = {
     "id": "num-budget-01",
@@ -257,3 +263,74 @@ def test_select_tasks_caps_per_class_in_file_order_or_shortest_first(tmp_path: P
     shortest = select_tasks(tasks, max_per_class=2, shortest_first=True)
     assert [t.id for t in shortest] == ["n-short", "n-mid", "e-1"]  # file order kept
     assert select_tasks(tasks) == tasks
+
+
+AGENT_BODY = {
+    "system": [
+        {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
+    ],
+    "tools": [
+        {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+    ],
+    "messages": [
+        {"role": "user", "content": "Where is the version set?"},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "bash",
+                    "input": {"command": "grep -rn version ."},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "setup.py:3:version='1.0'",
+                },
+                {"type": "text", "text": "Which file and line set the version?"},
+            ],
+        },
+    ],
+}
+
+
+def test_an_agent_task_carries_its_body_and_facts(tmp_path: Path) -> None:
+    line = json.dumps(
+        {
+            "id": "agent-1",
+            "task_class": "agent-search",
+            "reference": "setup.py, line 3.",
+            "body": AGENT_BODY,
+            "facts": [{"kind": "path_line", "value": "setup.py:3", "source": "toolu_1"}],
+        }
+    )
+    (task,) = load_tasks(write_lines(tmp_path, [line]))
+    assert task.context == "setup.py:3:version='1.0'"
+    assert task.question == "Which file and line set the version?"
+    assert task.facts[0].source == "toolu_1"
+    sent = task.to_request(model="m", max_tokens=64)
+    assert sent["model"] == "m" and sent["max_tokens"] == 64
+    assert sent["messages"] == AGENT_BODY["messages"] and sent["system"] == AGENT_BODY["system"]
+    sent["messages"].clear()  # a deep copy: the task is not changed through it
+    assert task.to_request(model="m")["messages"] == AGENT_BODY["messages"]
+    out = tmp_path / "out.jsonl"
+    write_tasks([task], out)
+    stored = json.loads(out.read_text())
+    assert "context" not in stored and "question" not in stored  # the output is stored once
+    assert load_tasks(out) == [task]
+
+
+def test_an_agent_body_without_messages_is_refused(tmp_path: Path) -> None:
+    line = json.dumps({"id": "a", "task_class": "agent-json", "reference": "r", "body": {}})
+    assert "body.messages" in rejection(tmp_path, [line])
+
+
+def test_a_bad_fact_names_its_field(tmp_path: Path) -> None:
+    message = rejection(tmp_path, [good(facts=[{"kind": "colour", "value": "red"}])])
+    assert "tasks.jsonl:1: field 'facts.0.kind'" in message

@@ -11,14 +11,23 @@ of 5 MB, and a single file keeps working everywhere a task file is accepted.
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tokenlens.errors import TaskFileError, json_problem
+from tokenlens.facts import Fact
 
 #: The classes of the bundled starter set. Users may bring any class name of their own.
 KNOWN_CLASSES: tuple[str, ...] = (
@@ -31,8 +40,20 @@ KNOWN_CLASSES: tuple[str, ...] = (
     "chat-history",
 )
 
+#: The classes of the bundled agent set (real tool output; see docs/agent-traffic.md).
+AGENT_CLASSES: tuple[str, ...] = (
+    "agent-search",
+    "agent-listing",
+    "agent-file-read",
+    "agent-json",
+    "agent-log",
+    "agent-vcs",
+)
+
 #: The bundled starter set (not a benchmark: see docs/calibration-set.md): a folder of JSONL files.
 DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter"
+#: The bundled agent set: Messages bodies with real tool output and exact answer facts.
+AGENT_TASKS_PATH = DEFAULT_TASKS_PATH.parent / "agent"
 
 
 class Turn(BaseModel):
@@ -44,8 +65,59 @@ class Turn(BaseModel):
     content: str = Field(min_length=1)
 
 
+def _text_of(content: Any) -> list[str]:
+    """The texts of a message content (a string, or blocks; a tool_result's own content)."""
+    if isinstance(content, str):
+        return [content]
+    texts: list[str] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "tool_result":
+            texts.extend(_text_of(block.get("content", "")))
+    return texts
+
+
+def body_tool_outputs(body: Mapping[str, Any]) -> list[str]:
+    """The tool_result texts of a Messages body, in order."""
+    out: list[str] = []
+    for message in body.get("messages", ()):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                out.append("\n".join(_text_of(block.get("content", ""))))
+    return out
+
+
+def body_question(body: Mapping[str, Any]) -> str:
+    """The final question of a Messages body: the text blocks of its last user message."""
+    for message in reversed(body.get("messages", ())):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            blocks = content if isinstance(content, list) else []
+            return "\n".join(
+                b["text"]
+                for b in blocks
+                if isinstance(b, Mapping)
+                and b.get("type") == "text"
+                and isinstance(b.get("text"), str)
+            )
+    return ""
+
+
 class CalibrationTask(BaseModel):
-    """One calibration task. The first five fields are the seed's shape, unchanged."""
+    """One calibration task. The first five fields are the seed's shape, unchanged.
+
+    An agent task carries `body`, the Messages body as the agent sent it (system, tools,
+    rounds of tool_use / tool_result, the final question) and the `facts` a correct answer
+    states. Its `context` (the tool outputs, joined) and `question` (the last user text)
+    are derived from the body when the file leaves them out, so sizes, selection and the
+    classifier read an agent task like any other.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
@@ -57,6 +129,24 @@ class CalibrationTask(BaseModel):
     system: str | None = None
     history: tuple[Turn, ...] = ()
     tags: tuple[str, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    body: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_from_body(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict) or not isinstance(raw.get("body"), dict):
+            return raw
+        body = raw["body"]
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("body.messages must be a non-empty list of messages")
+        filled = dict(raw)
+        if "context" not in filled:
+            filled["context"] = "\n\n".join(body_tool_outputs(body))
+        if "question" not in filled:
+            filled["question"] = body_question(body)
+        return filled
 
     @field_validator("question", "context", "reference")
     @classmethod
@@ -70,7 +160,14 @@ class CalibrationTask(BaseModel):
 
         The last user turn holds the context and the question as two text blocks, so the
         compressor can tell the question (never compressed) from the context around it.
+        An agent task's body is returned as the agent sent it (a deep copy), with `model`
+        and `max_tokens` set.
         """
+        if self.body is not None:
+            sent = copy.deepcopy(self.body)
+            sent["model"] = model
+            sent["max_tokens"] = max_tokens
+            return sent
         messages: list[dict[str, Any]] = [
             {"role": turn.role, "content": turn.content} for turn in self.history
         ]
@@ -232,13 +329,22 @@ def select_tasks(
     return [task for task in pool if task.id in kept_ids]
 
 
+def _dump(task: CalibrationTask) -> dict[str, Any]:
+    """A task as its file line: defaults omitted, and an agent task's context and question
+    omitted where the body gives them back (the output is not stored twice)."""
+    raw = task.model_dump(mode="json", exclude_defaults=True)
+    if task.body is not None:
+        if task.context == "\n\n".join(body_tool_outputs(task.body)):
+            raw.pop("context", None)
+        if task.question == body_question(task.body):
+            raw.pop("question", None)
+    return raw
+
+
 def write_tasks(tasks: Iterable[CalibrationTask], path: Path) -> int:
     """Write tasks as the loader reads them (one JSON object per line; defaults omitted),
     atomically: a half-written task file would fail the strict loader. Returns the count."""
-    lines = [
-        json.dumps(task.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False)
-        for task in tasks
-    ]
+    lines = [json.dumps(_dump(task), ensure_ascii=False) for task in tasks]
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
