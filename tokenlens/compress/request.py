@@ -17,6 +17,9 @@ What may be touched:
   ``tools``, ``system`` or ``messages``; a top-level ``cache_control``, automatic caching,
   freezes the whole body), ``tools``, ``tool_use``, ``tool_result``, images, documents,
   thinking blocks, assistant turns, and the question.
+* Except ``tool_result`` text, by the tool arms when given (``tool_arms``), before a
+  breakpoint too: each block's rewrite is a pure function of the block, its tool_use and
+  the arm its kind gets, so it is the same on every turn and the cached prefix holds.
 
 Which text is the question (never compressed):
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -48,6 +52,8 @@ from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.compress.blocks import counted, segment
 from tokenlens.compress.ladder import compress_text
 from tokenlens.compress.settings import CompressSettings
+from tokenlens.compress.toolout.body import ToolRewrite, compress_tool_results
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.errors import CompressionError
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
@@ -69,6 +75,8 @@ class CompressionResult:
     question_found: bool = False
     tokenizer: str = TOKENIZER_NOTE
     rewritten: tuple[tuple[str, str], ...] = ()  # (before, after) of every changed slot
+    #: The tool_results the tool arms changed (also in `rewritten`).
+    tool_rewrites: tuple[ToolRewrite, ...] = ()
 
     @cached_property
     def compressed_tokens(self) -> int:
@@ -78,6 +86,12 @@ class CompressionResult:
     def original_tokens(self) -> int:
         delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in self.rewritten)
         return self.compressed_tokens + delta
+
+    @cached_property
+    def tool_tokens_saved(self) -> tuple[int, int]:
+        """(original, compressed) estimated tokens of the tool outputs the tool arms changed."""
+        before = sum(estimate_tokens(r.before) for r in self.tool_rewrites)
+        return before, sum(estimate_tokens(r.after) for r in self.tool_rewrites)
 
     @property
     def reduction(self) -> float:
@@ -110,9 +124,16 @@ class _Target:
 
 
 def compress_request(
-    body: dict[str, Any], arm: Arm, *, settings: CompressSettings | None = None
+    body: dict[str, Any],
+    arm: Arm,
+    *,
+    settings: CompressSettings | None = None,
+    tool_arms: Mapping[str, ToolArm] | None = None,
 ) -> CompressionResult:
     """Compress a Messages API body with `arm` (see the module docstring for the rules).
+
+    `tool_arms` (kind of tool output -> arm) compress each tool_result by its own kind,
+    wherever it sits, breakpoints included (`tokenlens.compress.toolout.body`).
 
     Raises:
         ArmUnavailable: the arm cannot run here (LLMLingua-2 model not loadable); says why.
@@ -141,6 +162,8 @@ def compress_request(
     else:
         for target in targets:
             total += len([b for b in segment(target.text) if not b.is_blank])
+    tool_rewrites = compress_tool_results(new_body, tool_arms or {})
+    rewritten.extend((r.before, r.after) for r in tool_rewrites)
     return CompressionResult(
         body=new_body,
         arm=arm.key,
@@ -149,6 +172,7 @@ def compress_request(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         question_found=question is not None,
         rewritten=tuple(rewritten),
+        tool_rewrites=tuple(tool_rewrites),
     )
 
 
