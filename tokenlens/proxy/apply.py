@@ -172,11 +172,54 @@ class Outcome:
     fail_open: str | None = None
 
 
-def tool_arms_for(policy: Policy | None, settings: ProxySettings) -> dict[str, ToolArm]:
-    """The tool-output arms by kind: `--compress-tools`, else none (the policy's come later)."""
+#: What a kind of tool output may still get when its entry allows no more: the lossless
+#: rung (it only removes what a terminal never shows, or rewrites with an exact decode).
+TOOL_FLOOR_ARM = ToolArm("lossless")
+
+
+def tool_arm_choice(
+    entry: PolicyEntry, *, allow_provisional: bool, now: datetime | None = None
+) -> ToolArm:
+    """A tool-output entry's arm, by the class rules: ✓ applies, ? only when allowed, — and
+    an entry past its age limit get the lossless floor."""
+    arm = entry.tool_arm
+    if arm is None or entry.expired(now or datetime.now(UTC)):
+        return TOOL_FLOOR_ARM
+    if entry.verdict == "measured" or (entry.verdict == "provisional" and allow_provisional):
+        return arm
+    return TOOL_FLOOR_ARM
+
+
+def tool_arms_for(
+    policy: Policy | None, settings: ProxySettings, now: datetime | None = None
+) -> dict[str, ToolArm]:
+    """The tool-output arms by kind: `--compress-tools`, else the policy's `tool_output`
+    entries (a policy without any leaves tool output alone)."""
     if settings.override_tool_arms is not None:
         return dict(settings.override_tool_arms)
-    return {}
+    if policy is None or not policy.tool_output:
+        return {}
+    allow = settings.allow_provisional
+    return {
+        kind: tool_arm_choice(entry, allow_provisional=allow, now=now)
+        for kind, entry in policy.tool_output.items()
+    }
+
+
+def count_tool_policy_changes(
+    policy: Policy, settings: ProxySettings, on_change: Callable[[], None]
+) -> Callable[[Policy], None]:
+    """A policy-reload listener calling `on_change` when the tool-output arms in force change:
+    the one event that makes the proxy rewrite a prefix it sent before differently."""
+    in_force = [tool_arms_for(policy, settings)]
+
+    def listener(new: Policy) -> None:
+        arms = tool_arms_for(new, settings)
+        if arms != in_force[0]:
+            in_force[0] = arms
+            on_change()
+
+    return listener
 
 
 async def compress_within(

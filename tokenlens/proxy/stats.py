@@ -157,6 +157,9 @@ class ProxyStats:
             stats.dollars_saved += dollars
             self.dollars_saved += dollars
 
+    def count_tool_policy_change(self) -> None:
+        self.tool_policy_changes += 1
+
     def record_tool_output(self, original: int, compressed: int) -> None:
         """Tool outputs of one forwarded request were compressed (offline estimates)."""
         self.tool_outputs += 1
