@@ -14,8 +14,10 @@ the caller has already copied.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from tokenlens.compress.toolout.kinds import tool_output_kind
@@ -45,6 +47,37 @@ def _slot(block: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     return None
 
 
+#: Rewrites kept for reuse: a conversation resends every earlier tool output on each
+#: turn, and a pure function need not run twice on the same input. Bounded in entries.
+MEMO_ENTRIES = 1024
+
+
+def _call_key(tool_use: dict[str, Any] | None) -> str:
+    """The parts of a tool_use the rungs read (name and input), as canonical JSON."""
+    if not tool_use:
+        return ""
+    return json.dumps(
+        [tool_use.get("name"), tool_use.get("input")], sort_keys=True, ensure_ascii=False
+    )
+
+
+def _call_of(call: str) -> dict[str, Any] | None:
+    if not call:
+        return None
+    name, data = json.loads(call)
+    return {"name": name, "input": data}
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _kind_once(text: str, call: str) -> str:
+    return tool_output_kind(text, _call_of(call))
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _compress_once(text: str, call: str, arm: ToolArm) -> str:
+    return compress_tool_text(text, arm, _call_of(call))
+
+
 def compress_tool_results(body: dict[str, Any], arms: Mapping[str, ToolArm]) -> list[ToolRewrite]:
     """Rewrite every tool_result of `body` (in place) with its kind's arm; say what changed."""
     if not arms:
@@ -68,12 +101,12 @@ def compress_tool_results(body: dict[str, Any], arms: Mapping[str, ToolArm]) -> 
                 holder, key = found
                 text = holder[key]
                 use_id = str(block.get("tool_use_id", ""))
-                tool_use = calls.get(use_id)
-                kind = tool_output_kind(text, tool_use)
+                call = _call_key(calls.get(use_id))
+                kind = _kind_once(text, call)
                 arm = arms.get(kind)
                 if arm is None:
                     continue
-                new = compress_tool_text(text, arm, tool_use)
+                new = _compress_once(text, call, arm)
                 if new != text:
                     holder[key] = new
                     done.append(ToolRewrite(use_id, kind, arm.key, text, new))
