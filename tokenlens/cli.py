@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "plan",
     "history",
     "bench",
+    "fidelity",
     "serve",
     "review",
     "classify",

@@ -31,8 +31,21 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tokenlens.compress.toolout.jsoncodec import from_csv_schema, from_table, sentinel_count
-from tokenlens.compress.toolout.lines import GROUPED_HIT, grouped_line, unfold
+from tokenlens.compress.toolout.jsoncodec import (
+    CSV_HEAD,
+    OPAQUE,
+    from_csv_schema,
+    from_table,
+    sentinel_count,
+)
+from tokenlens.compress.toolout.lines import (
+    GROUPED_HIT,
+    backref,
+    grouped_line,
+    path_heading,
+    repeated,
+    unfold,
+)
 from tokenlens.compress.toolout.markers import Marker, parse_any, parse_partial
 from tokenlens.compress.toolout.render import render_lines
 
@@ -101,6 +114,9 @@ class _Aligner:
         self.p = 0
         self.pending: list[tuple[str, Marker]] = []
         self.kept: list[int] = []
+        self.blanks = [0]  # blank lines before each position: layout, never a drop
+        for key in keys:
+            self.blanks.append(self.blanks[-1] + (key == ""))
 
     @property
     def expect(self) -> int:
@@ -132,10 +148,12 @@ class _Aligner:
     def settle(self, q: int) -> None:
         """Account for the gap before position `q` with the markers read since the last unit."""
         gap = q - self.p
+        solid = gap - (self.blanks[q] - self.blanks[self.p])
         claimed = sum(marker.count for _, marker in self.pending)
-        if claimed == gap:
-            self.tally.marked += gap
-        elif claimed < gap:
+        if solid <= claimed <= gap:
+            self.tally.marked += claimed
+        elif claimed < solid:
+            gap = solid
             self.tally.unmarked += gap - claimed
             self.tally.marked += claimed
             self.tally.problem(
@@ -143,7 +161,7 @@ class _Aligner:
                 f"{gap} removed with no marker saying so"
             )
         else:
-            self.tally.fabricated += len(self.pending)
+            self.tally.fabricated += len({text for text, _ in self.pending})
             self.tally.marked += gap
             self.tally.problem(
                 f"{self.where}marker {_clip(self.pending[0][0])} claims {claimed} {self.unit}, "
@@ -202,31 +220,34 @@ def _check_lines(original: list[str], compressed: list[str], tally: _Tally, wher
             walk.take(expect)
             continue
         if heading is not None:
-            full = grouped_line(heading, line)
+            full = _under(heading, line)
             q = walk.find(full) if full is not None else None
             if q is not None:
                 walk.take(q)
                 continue
-            if full is None:
+            if full is None or heading.endswith("/"):
                 heading = None
-        marker = parse_any(line)
+        run = _foreign_run(walk, line) or unfold(line)
+        marker = parse_any(run[0] if run else line)
         if marker is not None:
-            walk.marker(line, marker)
+            for _ in run or [line]:
+                walk.marker(line, marker)
             continue
-        run = unfold(line)
         q = walk.find_run(run) if run else None
         if run and q is not None:
             walk.take(q, len(run))
             continue
         if i < len(compressed) and not GROUPED_HIT.match(line):
-            full = grouped_line(line, compressed[i])
+            full = _under(line, compressed[i])
             if full is not None and walk.find(full) is not None:
                 heading = line
                 continue
-        q = walk.find(line)
+        q = walk.find(line) if line else None
         if q is not None:
             walk.take(q)
             continue
+        if not line:
+            continue  # a blank line is layout: added or moved, it states nothing
         q = _partial(walk, line)
         if q is not None:
             walk.take(q)
@@ -234,6 +255,27 @@ def _check_lines(original: list[str], compressed: list[str], tally: _Tally, wher
         walk.fabricated(line, i - 1)
     walk.finish()
     return "\n".join(original[k] for k in walk.kept)
+
+
+def _under(heading: str, line: str) -> str | None:
+    """The original line `line` stands for under `heading` (grep file or directory)."""
+    if heading.endswith("/"):
+        return path_heading(heading, line)
+    return grouped_line(heading, line)
+
+
+def _foreign_run(walk: _Aligner, line: str) -> list[str] | None:
+    """The lines another compressor's back-reference or repeat count stands for."""
+    more = repeated(line)
+    if more is not None and walk.kept:
+        previous = walk.keys[walk.kept[-1]]
+        assert isinstance(previous, str)
+        return [previous] * more
+    ref = backref(line)
+    if ref is not None and walk.expect - ref[1] >= 0:
+        start = walk.expect - ref[1]
+        return [str(key) for key in walk.keys[start : start + ref[0]]]
+    return None
 
 
 def _partial(walk: _Aligner, line: str) -> int | None:
@@ -245,9 +287,9 @@ def _partial(walk: _Aligner, line: str) -> int | None:
     for q in range(walk.p, walk.n):
         text = walk.keys[q]
         assert isinstance(text, str)
-        if len(text) == len(head) + gone + len(tail) and text.startswith(head):
-            if text.endswith(tail):
-                return q
+        size = len(head) + gone + len(tail)
+        if len(text) == size and text.startswith(head) and text.endswith(tail):
+            return q
     return None
 
 
@@ -256,21 +298,32 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def _decode_json(text: str) -> tuple[Any, list[tuple[int, Marker]], int] | None:
-    """A compressed JSON output: (value, marker rows of a table, rows said dropped), or None."""
+def _decode_json(text: str) -> tuple[Any, list[tuple[int, Marker]], int, str] | None:
+    """A compressed JSON output: (value, marker rows of a table, rows said dropped, text
+    after it), or None. Text after the document (a tool's notice lines) is kept apart."""
     table = from_table(text.strip())
     if table is not None:
-        return table[0], table[1], 0
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = text.strip()
+        return table[0], table[1], 0, ""
+    value, rest = _json_prefix(text)
+    if value is None or CSV_HEAD.match(text.lstrip().partition("\n")[0]):
+        value, rest = text.strip(), ""
     if isinstance(value, str):
-        csv = from_csv_schema(value)
+        block, _, rest = value.partition("\n\n") if not rest else (value, "", rest)
+        csv = from_csv_schema(block)
         if csv is None:
             return None
-        return csv[0], [], csv[1]
-    return value, [], 0
+        return csv[0], [], csv[1], rest
+    return value, [], 0, rest
+
+
+def _json_prefix(text: str) -> tuple[Any, str]:
+    """The JSON document a text starts with and the text after it, or (None, text)."""
+    stripped = text.lstrip()
+    try:
+        value, end = json.JSONDecoder().raw_decode(stripped)
+    except ValueError:
+        return None, text
+    return value, stripped[end:]
 
 
 def _check_json(v: Any, w: Any, path: str, tally: _Tally) -> None:
@@ -279,7 +332,7 @@ def _check_json(v: Any, w: Any, path: str, tally: _Tally) -> None:
         return
     if isinstance(v, list) and isinstance(w, str):
         decoded = _decode_json(w)
-        if decoded is not None and isinstance(decoded[0], list):
+        if decoded is not None and isinstance(decoded[0], list) and not decoded[3].strip():
             _check_array(v, decoded[0], decoded[1], decoded[2], path, tally)
             return
     if isinstance(v, list) and isinstance(w, list):
@@ -295,6 +348,8 @@ def _check_json(v: Any, w: Any, path: str, tally: _Tally) -> None:
             if key not in v:
                 tally.fabricated += 1
                 tally.problem(f"{path}.{key}: member not in the original")
+    elif isinstance(w, str) and OPAQUE.match(w):
+        tally.marked += 1  # a value replaced in place by a handle that names its kind and size
     else:
         tally.fabricated += 1
         tally.problem(f"{path}: {_clip(_key(v), 40)} became {_clip(_key(w), 40)}")
@@ -316,12 +371,12 @@ def _check_array(
         for marker in at.pop(i, []):
             walk.marker("table marker", marker)
         count = sentinel_count(item)
-        marker = parse_any(item) if isinstance(item, str) else None
         if count is not None:
             walk.marker(_clip(str(item)), Marker("items", count, foreign=True))
             continue
-        if marker is not None:
-            walk.marker(item, marker)
+        found = parse_any(item) if isinstance(item, str) else None
+        if found is not None:
+            walk.marker(item, found)
             continue
         q = walk.find(_key(item))
         if q is not None:
@@ -340,31 +395,22 @@ def _check_array(
     walk.finish()
 
 
-def _as_json(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return None
-
-
 def compare(original: str, compressed: str, where: str = "") -> tuple[_Tally, str]:
     """Check one output; returns the tally and the text of what it kept (for facts)."""
     tally = _Tally()
     if original == compressed:
         return tally, original
-    value = _as_json(original)
+    value, after = _json_prefix(original) if original.lstrip()[:1] in ("{", "[") else (None, "")
     if isinstance(value, dict | list):
         decoded = _decode_json(compressed)
         if decoded is not None:
-            new, markers, dropped = decoded
+            new, markers, dropped, rest = decoded
             if isinstance(value, list) and isinstance(new, list):
                 _check_array(value, new, markers, dropped, f"{where}$", tally)
             else:
                 _check_json(value, new, f"{where}$", tally)
-            return tally, json.dumps(new, ensure_ascii=False)
+            kept = _check_lines(render_lines(after), render_lines(rest), tally, f"{where}after $: ")
+            return tally, json.dumps(new, ensure_ascii=False) + "\n" + kept
     kept = _check_lines(render_lines(original), render_lines(compressed), tally, where)
     return tally, kept
 

@@ -1,5 +1,8 @@
 """The ladder as data: an arm is a method plus its setting, with one label everybody uses.
 
+An external compressor is the arm ``ext:<name>`` (`tokenlens.compress.external`): no rate,
+ranked after every built-in rung.
+
 Flows, reports, the policy file and the proxy all name arms by `Arm.key` (``prune@0.6``)
 and show them by `Arm.label` (``prune r=0.6``), so they always speak of the same arm.
 """
@@ -8,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from tokenlens.compress.external import is_external
 
 #: Methods gentlest first. `control` is not a rung: it compresses nothing and measures
 #: the instrument's own noise (see tokenlens.judge).
@@ -24,6 +29,10 @@ class Arm:
     rate: float | None = None
 
     def __post_init__(self) -> None:
+        if is_external(self.method):
+            if self.rate is not None:
+                raise ValueError(f"{self.method} takes no rate, got {self.rate}")
+            return
         if self.method != CONTROL and self.method not in METHODS:
             raise ValueError(
                 f"unknown compression method {self.method!r} "
@@ -48,13 +57,17 @@ class Arm:
     @property
     def ladder_rank(self) -> tuple[int, float]:
         """Nominal gentleness: method order, then higher keep rate first."""
+        if is_external(self.method):
+            return (len(METHODS), 0.0)
         index = -1 if self.method == CONTROL else METHODS.index(self.method)
         return (index, -(self.rate if self.rate is not None else 1.0))
 
     @classmethod
     def parse(cls, text: str) -> Arm:
-        """Parse ``prune@0.6``, ``prune:0.6``, ``prune r=0.6`` or ``safe``."""
+        """Parse ``prune@0.6``, ``prune:0.6``, ``prune r=0.6``, ``safe`` or ``ext:headroom``."""
         raw = text.strip()
+        if is_external(raw):
+            return cls(raw)
         for sep in ("@", ":", " r="):
             if sep in raw:
                 method, _, rate = raw.partition(sep)

@@ -13,6 +13,9 @@ What may be touched:
 * Earlier user turns are instructions too: in a user message before the last one, the
   lossy rungs (3-5) touch only document-like text (`is_document_like`: long and made of
   several blocks), and never that turn's own ask (found as the question is, below).
+* An external arm (``ext:<name>``, `tokenlens.compress.external`) is the plug-in's own
+  business: it gets a copy of the whole body and may change anything; the fidelity check
+  and the grades say what that did. Everything below is about the built-in rungs.
 * Never: the prefix up to and including the last ``cache_control`` breakpoint (in
   ``tools``, ``system`` or ``messages``; a top-level ``cache_control``, automatic caching,
   freezes the whole body), ``tools``, ``tool_use``, ``tool_result``, images, documents,
@@ -48,8 +51,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from tokenlens.compress import external
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.compress.blocks import counted, segment
+from tokenlens.compress.external import is_external
 from tokenlens.compress.ladder import compress_text
 from tokenlens.compress.settings import CompressSettings
 from tokenlens.compress.toolout.body import ToolRewrite, compress_tool_results
@@ -141,6 +146,8 @@ def compress_request(
     """
     started = time.perf_counter()
     _check_shape(body)
+    if is_external(arm.method):
+        return _external(body, arm, started)
     new_body = copy.deepcopy(body)
     settings = settings or CompressSettings()
     targets, question = _targets(new_body, settings)
@@ -173,6 +180,25 @@ def compress_request(
         question_found=question is not None,
         rewritten=tuple(rewritten),
         tool_rewrites=tuple(tool_rewrites),
+    )
+
+
+def _external(body: dict[str, Any], arm: Arm, started: float) -> CompressionResult:
+    """An external compressor's arm (`tokenlens.compress.external`): it may touch anything."""
+    new_body = external.run(arm.method[len(external.PREFIX) :], body)
+    _check_shape(new_body)
+    before, after = body_texts(body), body_texts(new_body)
+    if len(before) == len(after):
+        pairs = tuple((old, new) for old, new in zip(before, after, strict=True) if old != new)
+    else:
+        pairs = (("\n".join(before), "\n".join(after)),)
+    return CompressionResult(
+        body=new_body,
+        arm=arm.key,
+        eligible_blocks=len(pairs),
+        total_blocks=len(before),
+        elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        rewritten=pairs,
     )
 
 

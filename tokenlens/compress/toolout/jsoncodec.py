@@ -33,6 +33,9 @@ from tokenlens.compress.toolout.markers import Marker, parse_any
 
 TABLE_HEAD = re.compile(r"^\[json table: (?P<rows>\d+) rows?\] (?P<keys>.*)$")
 CSV_HEAD = re.compile(r"^\[(?P<rows>\d+)\]\{(?P<cols>[^}]*)\}(?P<rest>.*)$")
+#: A value replaced where it stood by a retrieval handle naming its kind and size
+#: (headroom-ai: ``<<ccr:HASH,string,307B>>``): a marker for that one value.
+OPAQUE = re.compile(r"^<<ccr:[0-9a-f]+,[\w-]+,\d+B>>$")
 CCR_SENTINEL = re.compile(r"<<ccr:[^ >]* ?(?P<n>\d+)_(?:rows|items)_offloaded>>")
 _SEP = " | "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -66,7 +69,7 @@ def same(a: Any, b: Any) -> bool:
 def _bare_ok(value: str) -> bool:
     if not value or value != value.strip() or "|" in value or _CONTROL.search(value):
         return False
-    if value[0] in "\"[{" or parse_any(value) is not None:
+    if value[0] in '"[{' or parse_any(value) is not None:
         return False
     try:
         json.loads(value)

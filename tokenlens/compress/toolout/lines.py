@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 
 FOLD = re.compile(r"^\[x(?P<n>\d+)\](?: (?P<line>.*))?$")
+#: Another compressor's fold (llmtrim): the count after the line, ``<line> [×N]``.
+FOLD_AFTER = re.compile(r"^(?P<line>.*?) ?\[×(?P<n>\d+)\]$")
 #: ``path:12:text`` (a hit) or ``path-12-text`` (a context line of grep -C).
 GREP_HIT = re.compile(r"^(?P<path>[^:\s][^:]*?)(?P<sep>[:-])(?P<num>\d+)(?P=sep)(?P<text>.*)$")
 #: A grouped hit under a heading: ``12:text`` or ``12-text``.
@@ -33,7 +35,7 @@ def fold_line(line: str, count: int) -> str:
 
 def unfold(line: str) -> list[str] | None:
     """The lines a folded line stands for, or None if it is not one."""
-    match = FOLD.match(line)
+    match = FOLD.match(line) or FOLD_AFTER.match(line)
     if match is None or int(match["n"]) < 2:
         return None
     return [match["line"] or ""] * int(match["n"])
@@ -83,7 +85,7 @@ def group_hits(lines: Sequence[str]) -> list[str]:
         j = i
         while path is not None and j < len(lines):
             hit = GREP_HIT.match(lines[j])
-            if hit is None or hit["path"] != path or hit["sep"] == "-" and ":" in hit["text"]:
+            if hit is None or hit["path"] != path or (hit["sep"] == "-" and ":" in hit["text"]):
                 break
             j += 1
         if path is None or j - i < 2 or GROUPED_HIT.match(path) or FOLD.match(path):
@@ -117,3 +119,30 @@ def ungroup_hits(lines: Sequence[str]) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+# Other compressors' line rewrites that decode exactly (headroom-ai's lossless mode), read
+# by the fidelity check so that they are checked rather than called fabricated.
+_REPEATED = re.compile(r"^\.\.\. \(repeated (?P<n>\d+) times\)$")
+_BACKREF = re.compile(r"^\.\.\. \(repeats (?P<k>\d+) lines from (?P<d>\d+) lines back\)$")
+
+
+def repeated(line: str) -> int | None:
+    """``... (repeated N times)`` after a line: N copies in all, so N - 1 more."""
+    match = _REPEATED.match(line)
+    return int(match["n"]) - 1 if match and int(match["n"]) >= 2 else None
+
+
+def backref(line: str) -> tuple[int, int] | None:
+    """``... (repeats K lines from D lines back)``: (K, D), in the original's lines."""
+    match = _BACKREF.match(line)
+    if match is None or not 0 < int(match["k"]) <= int(match["d"]):
+        return None
+    return int(match["k"]), int(match["d"])
+
+
+def path_heading(heading: str, name: str) -> str | None:
+    """A name listed under a directory heading (``./llvm/ADT/`` then ``APInt.h``)."""
+    if not heading.endswith("/") or not name or name.startswith((" ", "\t")):
+        return None
+    return heading + name

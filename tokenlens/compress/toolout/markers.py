@@ -33,16 +33,19 @@ _OURS = re.compile(
     r"(?P<start>\d+)(?:-(?P<end>\d+))? \.\.\.\]$"
 )
 _FOREIGN_COUNT = re.compile(
-    r"^[ \t]*(?:\S{1,3}[ \t]+)?\[(?P<count>\d[\d,]*) (?:comment/blank )?"
+    r"^[ \t]*(?:\S{1,3}[ \t]+)?\[(?:…|\.\.\.)? ?(?P<count>\d[\d,]*) (?:comment/blank )?"
     r"(?P<unit>lines?|items?|rows?|entries|records?) "
     r"(?:omitted|elided|truncated|removed|hidden|skipped)\b[^\]]*\]$"
 )
 _FOREIGN_MORE = re.compile(
     r"^[ \t]*(?:\.\.\.|…) ?\(?(?P<count>\d[\d,]*) more (?P<unit>lines?|items?|rows?|entries)\b.*$"
 )
-_FOREIGN_SUMMARY = re.compile(
-    r"^\[(?P<total>\d[\d,]*) (?P<unit>lines?|items?|rows?) compressed to (?P<kept>\d[\d,]*)\b"
-    r"[^\]]*\]$"
+_FOREIGN_SUMMARY = (
+    re.compile(r"^\[(?P<total>\d[\d,]*) (?P<unit>lines?|items?|rows?) compressed to \d[^\]]*\]$"),
+    re.compile(
+        r"^\[[\w-]+: showing \d[\d,]* of (?P<total>\d[\d,]*) (?P<unit>lines?|items?)\b.*\]$"
+    ),
+    re.compile(r"^\[[\w-]+: (?P<total>\d[\d,]*) (?P<unit>lines?|items?)\b[^\]]*\]$"),
 )
 
 
@@ -99,15 +102,16 @@ def parse_marker(line: str) -> Marker | None:
 
 def parse_foreign(line: str) -> Marker | None:
     """Another compressor's marker (a count without a place, or a closing summary), or None."""
-    if not any(word in line for word in ("omitted", "elided", "more", "compressed to", "trunc")):
+    if not line.endswith("]") and "more " not in line:
         return None
     for pattern in (_FOREIGN_COUNT, _FOREIGN_MORE):
         match = pattern.match(line)
         if match:
             return Marker(_unit(match["unit"]), _int(match["count"]), foreign=True)
-    match = _FOREIGN_SUMMARY.match(line)
-    if match:
-        return Marker(_unit(match["unit"]), _int(match["total"]), foreign=True, summary=True)
+    for pattern in _FOREIGN_SUMMARY:
+        match = pattern.match(line)
+        if match:
+            return Marker(_unit(match["unit"]), _int(match["total"]), foreign=True, summary=True)
     return None
 
 
