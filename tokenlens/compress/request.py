@@ -57,7 +57,7 @@ from tokenlens.compress.blocks import counted, segment
 from tokenlens.compress.external import is_external
 from tokenlens.compress.ladder import compress_text
 from tokenlens.compress.settings import CompressSettings
-from tokenlens.compress.toolout.body import ToolRewrite, compress_tool_results
+from tokenlens.compress.toolout.body import ToolRewrite, compress_tool_results, tool_text_tokens
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.errors import CompressionError
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
@@ -89,14 +89,16 @@ class CompressionResult:
 
     @cached_property
     def original_tokens(self) -> int:
-        delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in self.rewritten)
-        return self.compressed_tokens + delta
+        texts = self.rewritten[: len(self.rewritten) - len(self.tool_rewrites)]
+        delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in texts)
+        before, after = self.tool_tokens_saved
+        return self.compressed_tokens + delta + before - after
 
     @cached_property
     def tool_tokens_saved(self) -> tuple[int, int]:
         """(original, compressed) estimated tokens of the tool outputs the tool arms changed."""
-        before = sum(estimate_tokens(r.before) for r in self.tool_rewrites)
-        return before, sum(estimate_tokens(r.after) for r in self.tool_rewrites)
+        before = sum(tool_text_tokens(r.before) for r in self.tool_rewrites)
+        return before, sum(tool_text_tokens(r.after) for r in self.tool_rewrites)
 
     @property
     def reduction(self) -> float:
@@ -374,11 +376,17 @@ def _has_breakpoint(block: Any) -> bool:
 
 def body_tokens(body: dict[str, Any]) -> int:
     """Estimated tokens of all text a body carries (images and documents count 0 here)."""
-    return sum(estimate_tokens(text) for text in body_texts(body))
+    tools: list[str] = []
+    plain = sum(estimate_tokens(text) for text in body_texts(body, tool_texts=tools))
+    return plain + sum(map(tool_text_tokens, tools))
 
 
-def body_texts(body: dict[str, Any]) -> list[str]:
-    """Every piece of text in a body, in order: tools, system, messages."""
+def body_texts(body: dict[str, Any], *, tool_texts: list[str] | None = None) -> list[str]:
+    """Every piece of text in a body, in order: tools, system, messages.
+
+    With `tool_texts`, the texts of tool_result blocks go there instead (their counts are
+    kept between requests: `tool_text_tokens`).
+    """
     texts: list[str] = []
     for tool in body.get("tools") or []:
         texts.append(json.dumps(tool, ensure_ascii=False, sort_keys=True))
@@ -392,11 +400,11 @@ def body_texts(body: dict[str, Any]) -> list[str]:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(_block_texts(content))
+            texts.extend(_block_texts(content, tool_texts))
     return texts
 
 
-def _block_texts(blocks: list[Any]) -> list[str]:
+def _block_texts(blocks: list[Any], tool_texts: list[str] | None = None) -> list[str]:
     texts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -410,8 +418,9 @@ def _block_texts(blocks: list[Any]) -> list[str]:
             texts.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
         elif kind == "tool_result":
             nested = block.get("content")
+            into = texts if tool_texts is None else tool_texts
             if isinstance(nested, str):
-                texts.append(nested)
+                into.append(nested)
             elif isinstance(nested, list):
-                texts.extend(_block_texts(nested))
+                into.extend(_block_texts(nested))
     return texts

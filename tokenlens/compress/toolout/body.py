@@ -22,6 +22,7 @@ from typing import Any
 
 from tokenlens.compress.toolout.kinds import tool_output_kind
 from tokenlens.compress.toolout.rungs import ToolArm, compress_tool_text
+from tokenlens.tokens import estimate_tokens
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,13 @@ def _kind_once(text: str, call: str) -> str:
 @lru_cache(maxsize=MEMO_ENTRIES)
 def _compress_once(text: str, call: str, arm: ToolArm) -> str:
     return compress_tool_text(text, arm, _call_of(call))
+
+
+@lru_cache(maxsize=2 * MEMO_ENTRIES)
+def tool_text_tokens(text: str) -> int:
+    """`estimate_tokens` of a tool output, kept: each turn resends every earlier one, and
+    counting a long output costs more than compressing it from the memo."""
+    return estimate_tokens(text)
 
 
 def compress_tool_results(body: dict[str, Any], arms: Mapping[str, ToolArm]) -> list[ToolRewrite]:
