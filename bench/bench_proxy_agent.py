@@ -14,10 +14,11 @@ and unmarked drops on what each proxy forwarded. A second table: the proxy's add
 latency on one ~50k-token agent body, sent repeatedly (a conversation resends its
 prefix every turn), compressing against pass-through.
 
-    .venv/bin/python bench/bench_proxy_agent.py [--headroom-python /tmp/headroom-venv/bin/python]
-        [--tool-arm elide@0.5] [--requests 3] [--big 30]
+    .venv/bin/python bench/bench_proxy_agent.py [--headroom-python PY] [--no-peer]
+        [--tool-arm elide@0.5] [--requests 3] [--per-kind 10] [--big 30] [--quick]
 
-Bodies: the agent task set when present (`tasks_data/agent/`), else the recorded
+Each upstream answers every request with the same short message, so upstream time does
+not depend on the body a proxy forwarded. Bodies: the agent task set when present (`tasks_data/agent/`), else the recorded
 20-turn session (`tests/proxy/data/agent_session.json`).
 """
 
@@ -44,6 +45,24 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "tests" / "proxy" / "data" / "agent_session.json"
 AGENT_SET = ROOT / "tasks_data" / "agent"
 HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+
+
+class CannedFake(FakeAnthropic):
+    """The loopback upstream recording every body, with one fixed short answer: making a
+    real-looking answer reads the whole prompt, which would charge a smaller (compressed)
+    body less upstream time and make a proxy look faster than going direct."""
+
+    def _message(self, body: dict[str, Any], *, bad_json: bool = False) -> dict[str, Any]:
+        return {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
 
 
 def free_port() -> int:
@@ -133,6 +152,22 @@ def start_headroom(python: Path, upstream: str) -> tuple[subprocess.Popen[bytes]
     return process, url, time.perf_counter() - started
 
 
+#: The peer's version, pinned; its proxy needs the `proxy` extra (fastapi, uvicorn).
+HEADROOM_SPEC = "headroom-ai[proxy]==0.42.0"
+HEADROOM_VENV = Path.home() / ".cache" / "tokenlens" / "bench-headroom"
+
+
+def headroom_python() -> Path:
+    """The python of a bench-only virtualenv holding headroom-ai's proxy, made on first use."""
+    python = HEADROOM_VENV / "bin" / "python"
+    if (HEADROOM_VENV / "bin" / "headroom").exists():
+        return python
+    print(f"installing {HEADROOM_SPEC} into {HEADROOM_VENV} (once; a few minutes)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(HEADROOM_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", HEADROOM_SPEC], check=True)
+    return python
+
+
 def cpu_seconds(pid: int) -> float:
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -158,7 +193,7 @@ def tool_tokens(body: dict[str, Any]) -> int:
 
 def run(args: argparse.Namespace) -> None:
     names = ["direct", "passthrough", "tokenlens"] + (["headroom"] if args.headroom_python else [])
-    fakes = {name: FakeAnthropic(require_key=False).start() for name in names}
+    fakes = {name: CannedFake(require_key=False).start() for name in names}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     urls = {"direct": fakes["direct"].base_url}
     startup: dict[str, float] = {}
@@ -249,13 +284,26 @@ def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--headroom-python", default=None, help="python of a headroom-ai venv")
+    parser.add_argument(
+        "--headroom-python",
+        default=None,
+        help="python of a venv with headroom-ai[proxy] (default: made under ~/.cache/tokenlens)",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="ours only, no headroom proxy")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few bodies, no peer")
     parser.add_argument("--tool-arm", default="elide@0.5", help="--compress-tools for ours")
     parser.add_argument("--requests", type=int, default=3, help="rounds over the bodies")
     parser.add_argument("--per-kind", type=int, default=10, help="agent tasks per kind")
     parser.add_argument("--big", type=int, default=30, help="sends of the ~50k-token body")
     parser.add_argument("--copies", type=int, default=4, help="session copies in the big body")
-    run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.per_kind, args.big, args.copies, args.no_peer = 1, 1, 3, 1, True
+    if not args.no_peer and args.headroom_python is None:
+        args.headroom_python = str(headroom_python())
+    if args.no_peer:
+        args.headroom_python = None
+    run(args)
 
 
 if __name__ == "__main__":
