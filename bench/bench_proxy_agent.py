@@ -18,8 +18,8 @@ prefix every turn), compressing against pass-through.
         [--tool-arm elide@0.5] [--requests 3] [--per-kind 10] [--big 30] [--quick]
 
 Each upstream answers every request with the same short message, so upstream time does
-not depend on the body a proxy forwarded. Bodies: the agent task set when present (`tasks_data/agent/`), else the recorded
-20-turn session (`tests/proxy/data/agent_session.json`).
+not depend on the body a proxy forwarded. Bodies: the agent task set when present
+(`tasks_data/agent/`), else the recorded 20-turn session (`tests/proxy/data/agent_session.json`).
 """
 
 from __future__ import annotations
