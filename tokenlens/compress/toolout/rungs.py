@@ -125,21 +125,26 @@ def compress_tool_text(text: str, arm: ToolArm, tool_use: dict[str, Any] | None 
     if len(text) < MIN_CHARS:
         return text
     value = _json_value(text)
+    out = _lines_out(text, arm, tool_use)
     if value is not None:
         if arm.lossy:
             value = _shorten_json(value, arm.rate or 1.0, asked_terms(tool_use))
-        out = _json_text(value)
-    else:
-        lines = render_lines(text)
-        if arm.lossy:
-            pieces = _elide(lines, arm.rate or 1.0, asked_terms(tool_use))
-        else:
-            pieces = [fold(lines)]
-        out_lines: list[str] = []
-        for piece in pieces:
-            out_lines.extend(piece if isinstance(piece, list) else [piece])
-        out = "\n".join(group_hits(out_lines))
+        as_json = _json_text(value)
+        # JSON of objects has no array to shorten: its lines may go instead, with markers
+        out = as_json if not arm.lossy or len(as_json) <= len(out) else out
     return out if len(out) < len(text) else text
+
+
+def _lines_out(text: str, arm: ToolArm, tool_use: dict[str, Any] | None) -> str:
+    lines = render_lines(text)
+    if arm.lossy:
+        pieces = _elide(lines, arm.rate or 1.0, asked_terms(tool_use))
+    else:
+        pieces = [fold(lines)]
+    out_lines: list[str] = []
+    for piece in pieces:
+        out_lines.extend(piece if isinstance(piece, list) else [piece])
+    return "\n".join(group_hits(out_lines))
 
 
 def _json_value(text: str) -> Any:
