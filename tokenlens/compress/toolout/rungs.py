@@ -137,10 +137,8 @@ def compress_tool_text(text: str, arm: ToolArm, tool_use: dict[str, Any] | None 
 
 def _lines_out(text: str, arm: ToolArm, tool_use: dict[str, Any] | None) -> str:
     lines = render_lines(text)
-    if arm.lossy:
-        pieces = _elide(lines, arm.rate or 1.0, asked_terms(tool_use))
-    else:
-        pieces = [fold(lines)]
+    rate = arm.rate or 1.0
+    pieces = _elide(lines, rate, asked_terms(tool_use)) if arm.lossy else [fold(lines)]
     out_lines: list[str] = []
     for piece in pieces:
         out_lines.extend(piece if isinstance(piece, list) else [piece])
