@@ -89,9 +89,9 @@ def session_body(turns: int | None = None, copies: int = 1) -> dict[str, Any]:
     return {"model": "claude-haiku-4-5", "max_tokens": 16, "messages": messages}
 
 
-def agent_bodies(limit: int) -> list[dict[str, Any]]:
-    """Bodies of the agent set (`limit` per kind), else the session cut at each turn."""
-    files = sorted(AGENT_SET.glob("*.jsonl")) if AGENT_SET.is_dir() else []
+def agent_bodies(limit: int, folder: Path = AGENT_SET) -> list[dict[str, Any]]:
+    """Bodies of the agent set (`limit` per file), else the session cut at each turn."""
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     bodies: list[dict[str, Any]] = []
     for path in files:
         for line in path.read_text(encoding="utf-8").splitlines()[:limit]:
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> None:
             procs["headroom"], urls["headroom"], startup["headroom"] = start_headroom(
                 Path(args.headroom_python), fakes["headroom"].base_url
             )
-        bodies = agent_bodies(args.per_kind)
+        bodies = agent_bodies(args.per_kind, args.tasks)
         latency: dict[str, list[float]] = {name: [] for name in names}
         cpu0 = {name: cpu_seconds(p.pid) for name, p in procs.items()}
         with httpx.Client(timeout=120) as client:
@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="python of a venv with headroom-ai[proxy] (default: made under ~/.cache/tokenlens)",
     )
+    parser.add_argument("--tasks", type=Path, default=AGENT_SET, help="agent task folder")
     parser.add_argument("--no-peer", action="store_true", help="ours only, no headroom proxy")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few bodies, no peer")
     parser.add_argument("--tool-arm", default="elide@0.5", help="--compress-tools for ours")
