@@ -22,6 +22,11 @@ BENCH = REPO / "bench"
 
 #: script -> what its quick run must print (regular expressions, each found in stdout).
 QUICK: dict[str, tuple[str, ...]] = {
+    "bench_agent.py": (
+        r"kind\s+arm\s+reqs\s+tool tok",
+        r"all\s+safe\s+\d+\s+\d+\s+\d+\.\d%\s+\d+\.\d%\s+0\s+0\s+0\s+\d+\.\d\s+faithful",
+        r"load average",
+    ),
     "bench_calibration.py": (
         r"wall time\s+\d+\.\d+ s",
         r"\d+\.\d+x ideal",

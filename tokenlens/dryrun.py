@@ -193,6 +193,9 @@ def call_plan(config: CalibrationConfig, rows: Sequence[DryRunRow]) -> CallPlan:
             "eligible_blocks": r.eligible_blocks,
             "total_blocks": r.total_blocks,
             "elapsed_ms": None,
+            "fabricated_lines": None,
+            "unmarked_drops": None,
+            "facts_lost": None,
         }
         for r in rows
         if r.arm != CLEARTEXT

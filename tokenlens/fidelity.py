@@ -102,8 +102,13 @@ def _clip(text: str, width: int = 80) -> str:
 class _Aligner:
     """Walks the original in order while the compressed units are read, one at a time."""
 
-    def __init__(self, keys: Sequence[Hashable], tally: _Tally, unit: str, where: str) -> None:
+    def __init__(
+        self, keys: Sequence[Hashable], tally: _Tally, unit: str, where: str, trailing: int = 0
+    ) -> None:
         self.keys = keys
+        self.trailing = (
+            trailing  # blank lines rendering dropped at the end: a count may include them
+        )
         self.n = len(keys)
         self.positions: dict[Hashable, list[int]] = defaultdict(list)
         for i, key in enumerate(keys):
@@ -150,7 +155,8 @@ class _Aligner:
         gap = q - self.p
         solid = gap - (self.blanks[q] - self.blanks[self.p])
         claimed = sum(marker.count for _, marker in self.pending)
-        if solid <= claimed <= gap:
+        slack = self.trailing if q == self.n else 0
+        if solid <= claimed <= gap + slack:
             self.tally.marked += claimed
         elif claimed < solid:
             gap = solid
@@ -172,7 +178,7 @@ class _Aligner:
 
     def marker(self, text: str, marker: Marker) -> None:
         if marker.summary:
-            if marker.unit == self.unit and marker.count != self.n:
+            if marker.unit == self.unit and not self.n <= marker.count <= self.n + self.trailing:
                 self.tally.fabricated += 1
                 self.tally.problem(
                     f"{self.where}{_clip(text)} says the original had {marker.count} "
@@ -207,16 +213,19 @@ class _Aligner:
         self.settle(self.n)
 
 
-def _check_lines(original: list[str], compressed: list[str], tally: _Tally, where: str) -> str:
+def _check_lines(original: str, compressed: str, tally: _Tally, where: str) -> str:
     """The line walk; returns the text of the original lines the compressed output keeps."""
-    walk = _Aligner(original, tally, "lines", where)
+    lines = render_lines(original)
+    trailing = original.count("\n") + 1 - len(lines)
+    walk = _Aligner(lines, tally, "lines", where, trailing)
+    original_lines, shown = lines, render_lines(compressed)
     heading: str | None = None
     i = 0
-    while i < len(compressed):
-        line = compressed[i]
+    while i < len(shown):
+        line = shown[i]
         i += 1
         expect = walk.expect
-        if expect < walk.n and original[expect] == line:
+        if expect < walk.n and original_lines[expect] == line:
             walk.take(expect)
             continue
         if heading is not None:
@@ -237,8 +246,8 @@ def _check_lines(original: list[str], compressed: list[str], tally: _Tally, wher
         if run and q is not None:
             walk.take(q, len(run))
             continue
-        if i < len(compressed) and not GROUPED_HIT.match(line):
-            full = _under(line, compressed[i])
+        if i < len(shown) and not GROUPED_HIT.match(line):
+            full = _under(line, shown[i])
             if full is not None and walk.find(full) is not None:
                 heading = line
                 continue
@@ -254,7 +263,7 @@ def _check_lines(original: list[str], compressed: list[str], tally: _Tally, wher
             continue
         walk.fabricated(line, i - 1)
     walk.finish()
-    return "\n".join(original[k] for k in walk.kept)
+    return "\n".join(original_lines[k] for k in walk.kept)
 
 
 def _under(heading: str, line: str) -> str | None:
@@ -409,9 +418,9 @@ def compare(original: str, compressed: str, where: str = "") -> tuple[_Tally, st
                 _check_array(value, new, markers, dropped, f"{where}$", tally)
             else:
                 _check_json(value, new, f"{where}$", tally)
-            kept = _check_lines(render_lines(after), render_lines(rest), tally, f"{where}after $: ")
+            kept = _check_lines(after, rest, tally, f"{where}after $: ")
             return tally, json.dumps(new, ensure_ascii=False) + "\n" + kept
-    kept = _check_lines(render_lines(original), render_lines(compressed), tally, where)
+    kept = _check_lines(original, compressed, tally, where)
     return tally, kept
 
 

@@ -60,6 +60,20 @@ class ArmTotals:
         ordered = sorted(self.cpu_s)
         return 1000.0 * ordered[len(ordered) // 2]
 
+    def merged(self, other: ArmTotals) -> ArmTotals:
+        """This arm's totals and `other`'s (the same arm on other requests) together."""
+        return ArmTotals(
+            arm=self.arm,
+            requests=self.requests + other.requests,
+            tool_before=self.tool_before + other.tool_before,
+            tool_after=self.tool_after + other.tool_after,
+            body_before=self.body_before + other.body_before,
+            body_after=self.body_after + other.body_after,
+            cpu_s=self.cpu_s + other.cpu_s,
+            report=self.report + other.report,
+            unavailable=self.unavailable or other.unavailable,
+        )
+
     def add(
         self, body: dict[str, Any], compressed: dict[str, Any], cpu_s: float, report: FidelityReport
     ) -> None:
@@ -117,7 +131,7 @@ def measure(
 
 
 HEADER = (
-    f"{'arm':<16}{'reqs':>5}{'tool tok':>10}{'tool red':>9}{'body red':>9}"
+    f"{'arm':<22}{'reqs':>5}{'tool tok':>10}{'tool red':>9}{'body red':>9}"
     f"{'fabric.':>8}{'unmarked':>9}{'facts lost':>11}{'cpu ms':>8}  verdict"
 )
 
@@ -126,11 +140,11 @@ def table_row(row: ArmTotals, label: str | None = None) -> str:
     """One printed row of the shared table."""
     name = label or row.arm
     if row.unavailable:
-        return f"{name:<16}  unavailable: {row.unavailable}"
+        return f"{name:<22}  unavailable: {row.unavailable}"
     rep = row.report
     verdict = refusal(rep) or "faithful"
     return (
-        f"{name:<16}{row.requests:>5}{row.tool_before:>10}{row.tool_reduction:>9.1%}"
+        f"{name:<22}{row.requests:>5}{row.tool_before:>10}{row.tool_reduction:>9.1%}"
         f"{row.body_reduction:>9.1%}{rep.fabricated_lines:>8}{rep.unmarked_drops:>9}"
         f"{rep.facts_lost:>11}{row.cpu_ms:>8.1f}  {verdict}"
     )

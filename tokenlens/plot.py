@@ -24,6 +24,7 @@ from tokenlens.policy import Policy
 _STATUS_COLOUR = {
     "held": "#2e7d32",
     "failed": "#c62828",
+    "unfaithful": "#6a1b9a",
     "ignored": "#ef6c00",
     "not_reached": "#9e9e9e",
     "no_savings": "#9e9e9e",

@@ -79,6 +79,11 @@ class GradeRow(TypedDict):
     # 0 (or null) = the pair's first judgement; 1 = the same pair judged again
     # (--judge-twice, control pairs), used only to split the noise floor.
     judge_pass: Int32 | None
+    # The fidelity check of the arm's compressed tool output (`tokenlens.fidelity`); null
+    # for the control, for arms that did not run, and in tables written before.
+    fabricated_lines: Int64 | None
+    unmarked_drops: Int64 | None
+    facts_lost: Int64 | None
 
 
 GRADES = arrow_schema(GradeRow)
@@ -120,7 +125,8 @@ class CurveRow(TypedDict):
     chosen: bool | None  # the walk's choice for the class
     # control | held | failed | ignored (passes after a failure) | not_reached
     # (fails after a failure) | no_savings | not_measured (no graded pair) |
-    # unmeasurable | too_few_tasks
+    # unmeasurable | too_few_tasks | unfaithful (a fabricated line or an unmarked drop in
+    # its compressed tool output: refused whatever its grades)
     status: str
     #: One-sided confidence of each of `retention_low`/`retention_high` (0.95 in a fixed
     #: design; a sequential look spends less, e.g. 0.981). Null in curves written before.
@@ -129,6 +135,11 @@ class CurveRow(TypedDict):
     #: in `n_pairs`, left out of `retention*`. Null for the control and in curves written
     #: before.
     n_set_aside: Int32 | None
+    # The fidelity check summed over the class's tasks (`tokenlens.fidelity`); null
+    # for the control, for arms that did not run, and in tables written before.
+    fabricated_lines: Int64 | None
+    unmarked_drops: Int64 | None
+    facts_lost: Int64 | None
 
 
 CURVE = arrow_schema(CurveRow)
@@ -169,6 +180,11 @@ class CompressionRow(TypedDict):
     eligible_blocks: Int32 | None
     total_blocks: Int32 | None
     elapsed_ms: float | None
+    # The fidelity check of the arm's compressed tool output (`tokenlens.fidelity`); null
+    # for the control, for arms that did not run, and in tables written before.
+    fabricated_lines: Int64 | None
+    unmarked_drops: Int64 | None
+    facts_lost: Int64 | None
 
 
 COMPRESSIONS = arrow_schema(CompressionRow)

@@ -10,7 +10,10 @@ became skew-corrected (issue 25, merge a2bd5b5): they are computed from the grad
 the tasks, compressions, answers and grades are still the ones made before the stream.
 The `curve` digest was made again when the curve gained `n_set_aside` (2026-12-04): with
 that column left out, the new curve has the old digest (checked), and nothing is set
-aside in a run of 2 repeats."""
+aside in a run of 2 repeats. The `compressions`, `grades` and `curve` digests were made
+again when those tables gained the fidelity columns (`fabricated_lines`, `unmarked_drops`,
+`facts_lost`; 2026-12-05): with the three columns left out, each has its old digest
+(checked), and the starter set has no tool output, so every count is 0."""
 
 from __future__ import annotations
 

@@ -239,3 +239,71 @@ def test_marker_grammar_round_trips(unit: str) -> None:
         assert marker is not None and (marker.start, marker.end) == (start, end)
         assert marker.count == end - start + 1
     assert parse_marker("[... 5 lines omitted: 3-9 ...]") is None  # count disagrees
+
+
+def test_other_compressors_lossless_forms_decode() -> None:
+    paths = "\n".join(["./a.h", "./b.h", "./net/c.h", "./net/d.h", "./e.h"])
+    headed = "\n".join(["./", "a.h", "b.h", "./net/", "c.h", "d.h", "./", "e.h"])
+    assert check_text(paths, headed).faithful
+    assert check_text(paths, headed.replace("d.h", "x.h")).fabricated_lines == 1
+    block = ["start", "  a: 1", "  b: 2", "  c: 3", "next", "  a: 1", "  b: 2", "  c: 3"]
+    backref = [*block[:5], "... (repeats 3 lines from 4 lines back)"]
+    assert check_text("\n".join(block), "\n".join(backref)).faithful
+    runs = "x\nsame\nsame\nsame\ny"
+    assert check_text(runs, "x\nsame\n... (repeated 3 times)\ny").faithful
+    assert not check_text(runs, "x\nsame\n... (repeated 5 times)\ny").faithful
+    doc = json.dumps({"errors": [{"shape": "A"}, {"shape": "B"}], "n": 2})
+    toon = '{"errors":"[2]{shape}:\\n  A\\n  B","n":2}'
+    assert check_text(doc, toon).faithful
+    assert not check_text(doc, toon.replace("B", "C")).faithful
+
+
+def test_a_count_may_include_the_trailing_newline() -> None:
+    original = "".join(f"line {n}\n" for n in range(1, 6))
+    assert check_text(
+        original, "[6 lines compressed to 0. Retrieve more: hash=ab]\n[6 lines omitted]"
+    ).faithful
+    assert not check_text(original, "[7 lines omitted]").faithful
+
+
+_solid = st.text(alphabet="abcdef0123456789 :./-=", min_size=1, max_size=10).filter(str.strip)
+
+
+@PROPS
+@given(st.lists(_solid, min_size=2, max_size=30), st.randoms(use_true_random=False))
+def test_every_changed_or_swapped_line_is_caught(lines: list[str], rnd: random.Random) -> None:
+    original = "\n".join(lines)
+    shown = render(original).split("\n")
+    k = rnd.randrange(len(shown))
+    changed = [*shown]
+    changed[k] = shown[k] + "Z"  # "Z" is in no original line
+    assert check_text(original, "\n".join(changed)).fabricated_lines >= 1
+    fused = [*shown[:k], shown[k] + " " + shown[(k + 1) % len(shown)], *shown[k + 1 :]]
+    assert check_text(original, "\n".join(fused)).fabricated_lines >= 1
+    j = rnd.randrange(len(shown))
+    if shown[j] != shown[k]:
+        swapped = [*shown]
+        swapped[j], swapped[k] = swapped[k], swapped[j]
+        assert not check_text(original, "\n".join(swapped)).faithful
+
+
+@PROPS
+@given(st.lists(_line, min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_codecs_and_markers_combined_pass(lines: list[str], rnd: random.Random) -> None:
+    """A compressor that folds repeats and elides several marked ranges passes."""
+    original = "\n".join(lines)
+    if not render(original):
+        return  # nothing visible to elide
+    shown = render(original).split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(shown):
+        if rnd.random() < 0.2:
+            end = min(len(shown), i + rnd.randrange(1, 5))
+            out.append(format_marker(i + 1, end))
+            i = end
+        else:
+            out.append(shown[i])
+            i += 1
+    folded = fold(out)
+    assert check_text(original, "\n".join(folded)).faithful

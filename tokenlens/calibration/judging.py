@@ -146,6 +146,9 @@ class Grader:
             "note": None,
             "error": None,
             "judge_pass": judge_pass,
+            "fabricated_lines": c.get("fabricated_lines") if c and pair.arm != CONTROL else None,
+            "unmarked_drops": c.get("unmarked_drops") if c and pair.arm != CONTROL else None,
+            "facts_lost": c.get("facts_lost") if c and pair.arm != CONTROL else None,
         }
 
     def grade(self, job: GradeJob, first: AnswerRow | None, second: AnswerRow | None) -> GradeRow:

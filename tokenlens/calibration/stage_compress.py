@@ -1,7 +1,9 @@
 """Stage 2, compress: every task's body through every arm of the ladder.
 
 A compressed body is reused by its content key (`compress_key`) from the run's earlier
-attempts; an arm that cannot run here is recorded as `unavailable` for every task.
+attempts; an arm that cannot run here is recorded as `unavailable` for every task. Every
+compressed body is checked against its original (`tokenlens.fidelity.check_body`: tool
+outputs only, so a body without tool_result blocks checks to zeros at no cost).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def compress_stage(
     `unavailable` with the reason for every task; it is never replaced by another rung.
     """
     from tokenlens.compress import CompressSettings, compress_request
+    from tokenlens.fidelity import check_body
 
     settings = CompressSettings(llmlingua_model=cal.config.llmlingua_model)
     stored = cast(list[CompressionRow], cal.store.read("compressions"))
@@ -92,6 +95,7 @@ def compress_stage(
                 except CompressionError as exc:
                     rows.append(_failed_compression(base, "error", str(exc)))
                 else:
+                    fidelity = check_body(body, result.body, task.facts)
                     rows.append(
                         {
                             **base,
@@ -104,6 +108,9 @@ def compress_stage(
                             "eligible_blocks": result.eligible_blocks,
                             "total_blocks": result.total_blocks,
                             "elapsed_ms": result.elapsed_ms,
+                            "fabricated_lines": fidelity.fabricated_lines,
+                            "unmarked_drops": fidelity.unmarked_drops,
+                            "facts_lost": fidelity.facts_lost,
                         }
                     )
             done += 1
@@ -128,6 +135,9 @@ def _failed_compression(
         "eligible_blocks": None,
         "total_blocks": None,
         "elapsed_ms": None,
+        "fabricated_lines": None,
+        "unmarked_drops": None,
+        "facts_lost": None,
     }
 
 

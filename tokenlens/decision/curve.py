@@ -258,6 +258,9 @@ def _class_rows(
                 "status": "control",
                 "bound_level": 0.975,  # each end of the floor's two-sided 95 % interval
                 "n_set_aside": None,
+                "fabricated_lines": None,
+                "unmarked_drops": None,
+                "facts_lost": None,
             }
         )
 
@@ -290,6 +293,9 @@ def _class_rows(
             )
             certain = passes and cap_mean >= tolerance - _EPS
         certain = certain and floor.value <= (1.0 - tolerance) + _EPS
+        # compression never invents: an arm with a fabricated line or an unmarked drop in a
+        # compressed tool output is refused whatever its grades (see tokenlens.fidelity)
+        passes, certain = passes and all_pairs.faithful, certain and all_pairs.faithful
         arm_rows.append(
             {
                 **class_cols,
@@ -314,6 +320,9 @@ def _class_rows(
                 "status": "",
                 "bound_level": round(1.0 - alpha, 4),
                 "n_set_aside": all_pairs.n_pairs - pairs.n_pairs,
+                "fabricated_lines": all_pairs.fidelity[0],
+                "unmarked_drops": all_pairs.fidelity[1],
+                "facts_lost": all_pairs.fidelity[2],
             }
         )
         rungs.append(
@@ -329,6 +338,8 @@ def _class_rows(
                 status = "unmeasurable"
             elif too_few:
                 status = "too_few_tasks"
+            elif status == "failed" and (row["fabricated_lines"] or row["unmarked_drops"]):
+                status = "unfaithful"
         row["status"] = status
         row["chosen"] = measurable and not too_few and row["arm"] == walk.chosen
     return out + arm_rows

@@ -126,6 +126,13 @@ class ArmPairs:
     reduction: float
     method: str
     rate: float | None
+    #: (fabricated lines, unmarked drops, facts lost) of its compressed tool outputs,
+    #: summed over the class's tasks (each task's compression counted once).
+    fidelity: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def faithful(self) -> bool:
+        return self.fidelity[0] == 0 and self.fidelity[1] == 0
 
     @property
     def n_pairs(self) -> int:
@@ -200,5 +207,20 @@ class ClassGrades:
                 reduction=float(np.mean(red_sum[seen] / red_n[seen])) if seen.any() else math.nan,
                 method=str(method_all[index]),
                 rate=None if math.isnan(rate) else rate,
+                fidelity=_fidelity(df, rows),
             )
         return cls(tasks, arms)
+
+
+#: The fidelity columns of the grades table (`tokenlens.tables.GradeRow`), in order.
+FIDELITY_COLUMNS = ("fabricated_lines", "unmarked_drops", "facts_lost")
+
+
+def _fidelity(df: pd.DataFrame, rows: np.ndarray) -> tuple[int, int, int]:
+    """An arm's fidelity counts: each task's compression once (its replicates repeat it)."""
+    if not all(col in df.columns for col in FIDELITY_COLUMNS) or not rows.any():
+        return (0, 0, 0)
+    mine = df.loc[rows, ["task_id", *FIDELITY_COLUMNS]]
+    per_task = mine.groupby("task_id")[list(FIDELITY_COLUMNS)].max()
+    totals = per_task.apply(pd.to_numeric, errors="coerce").fillna(0).sum()
+    return (int(totals.iloc[0]), int(totals.iloc[1]), int(totals.iloc[2]))

@@ -87,6 +87,14 @@ def _unmeasurable_reason(ctrl: Any, curve: Curve) -> str | None:
     return None
 
 
+def unfaithful(row: Any) -> str:
+    """Why an arm was refused on fidelity: what its compressed tool output broke."""
+    fabricated, unmarked = int(row["fabricated_lines"] or 0), int(row["unmarked_drops"] or 0)
+    parts = [f"{fabricated} fabricated lines"] if fabricated else []
+    parts += [f"{unmarked} lines dropped without a marker"] if unmarked else []
+    return " and ".join(parts) + " in its compressed tool output, whatever its grades"
+
+
 def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
     control = rows[rows["arm"] == CONTROL]
     if control.empty:
@@ -171,7 +179,9 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
     if chosen_rows.empty:
         detail = f"gentlest arm {arm_label(str(first['arm']))} ({pct(first['reduction'])} smaller) "
         detail += _reading(first, curve.mode)
-        if curve.mode == "interval":
+        if first["status"] == "unfaithful":
+            detail = f"gentlest arm {arm_label(str(first['arm']))} refused: " + unfaithful(first)
+        elif curve.mode == "interval":
             if int(first["n_tasks"]) < need:
                 detail += f", needs {_needs(need)} tasks with graded pairs"
             else:
@@ -201,6 +211,11 @@ def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
         reason = (
             f"provisional — {_reading(chosen, curve.mode)} holds, but ruling out harm "
             f"concentrated in a few tasks needs {_needs(need_measured)} tasks for a ✓"
+        )
+    refused = arms[arms["status"] == "unfaithful"]
+    if not refused.empty:
+        reason += "; refused (compression never invents): " + "; ".join(
+            f"{arm_label(str(r['arm']))} — {unfaithful(r)}" for _, r in refused.iterrows()
         )
     if ignored:
         reason += "; ignored after the first failure: " + ", ".join(map(arm_label, ignored))

@@ -41,11 +41,22 @@ BUILTIN: dict[str, str] = {
 Compressor = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+#: Compressors registered at run time (`register`), by name.
+_REGISTERED: dict[str, Compressor] = {}
+
+
+def register(name: str, compressor: Compressor) -> None:
+    """Make `compressor` the arm ``ext:<name>`` in this process (no packaging needed)."""
+    _REGISTERED[name] = compressor
+    load.cache_clear()
+
+
 def available() -> dict[str, str]:
     """Every external compressor name known here, with the object it points to."""
     found = dict(BUILTIN)
     for point in entry_points(group=GROUP):
         found[point.name] = point.value
+    found.update({name: f"registered {fn!r}" for name, fn in _REGISTERED.items()})
     return found
 
 
@@ -56,6 +67,8 @@ def is_external(method: str) -> bool:
 @cache
 def load(name: str) -> Compressor:
     """The compressor registered as `name` (raises ArmUnavailable if unknown or broken)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     target = available().get(name)
     if target is None:
         known = ", ".join(sorted(available()))

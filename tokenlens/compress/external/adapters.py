@@ -37,15 +37,20 @@ def _load_worker() -> Any:
 class Adapter:
     """A compressor adapter: `module` in-process if importable, else a bridged worker."""
 
-    def __init__(self, kind: str, module: str, install: str) -> None:
+    def __init__(
+        self, kind: str, module: str, install: str, options: dict[str, Any] | None = None
+    ) -> None:
         self.kind = kind
         self.module = module
         self.install = install
+        self._options = options
         self._run: Any = None
         self.last_cpu_s: float | None = None  # set when the work ran in another process
 
     @property
     def options(self) -> dict[str, Any]:
+        if self._options is not None:
+            return self._options
         raw = os.environ.get(f"TOKENLENS_{self.kind.upper()}_OPTIONS", "")
         try:
             options = json.loads(raw) if raw.strip() else {}

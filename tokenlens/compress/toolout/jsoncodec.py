@@ -18,9 +18,10 @@ space, no control character, not itself valid JSON, not starting with a quote or
 bracket, not a marker). Rows may be replaced by an item marker
 (`tokenlens.compress.toolout.markers`) where they were.
 
-`from_csv_schema` reads the ``[N]{col:type,...}`` CSV form another compressor
-(headroom-ai) writes, so the fidelity check can decode it instead of calling it
-fabricated; the rows it says it dropped (``__dropped:k``) are reported as a count.
+`from_csv_schema` reads the ``[N]{col:type,...}`` CSV form other compressors write
+(headroom-ai; llmtrim's TOON ``[N]{col,...}:`` with rows indented by two spaces), so the
+fidelity check can decode it instead of calling it fabricated; the rows it says it
+dropped (``__dropped:k``) are reported as a count.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ TABLE_HEAD = re.compile(r"^\[json table: (?P<rows>\d+) rows?\] (?P<keys>.*)$")
 CSV_HEAD = re.compile(r"^\[(?P<rows>\d+)\]\{(?P<cols>[^}]*)\}(?P<rest>.*)$")
 #: A value replaced where it stood by a retrieval handle naming its kind and size
 #: (headroom-ai: ``<<ccr:HASH,string,307B>>``): a marker for that one value.
-OPAQUE = re.compile(r"^<<ccr:[0-9a-f]+,[\w-]+,\d+B>>$")
+OPAQUE = re.compile(r"^<<ccr:[0-9a-f]+,[\w-]+,\d+(?:\.\d+)?[KMG]?B>>$")
 CCR_SENTINEL = re.compile(r"<<ccr:[^ >]* ?(?P<n>\d+)_(?:rows|items)_offloaded>>")
 _SEP = " | "
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -190,7 +191,7 @@ def _csv_value(quoted: bool, text: str, kind: str) -> tuple[bool, Any]:
         return True, None
     if kind == "bool" and text in ("true", "false"):
         return True, text == "true"
-    if kind in ("int", "float", "json"):
+    if kind in ("int", "float", "json", "auto"):
         try:
             return True, json.loads(text)
         except ValueError:
@@ -209,8 +210,11 @@ def from_csv_schema(text: str) -> tuple[list[Any], int] | None:
         return None
     columns = []
     for decl in match["cols"].split(",") if match["cols"] else []:
-        name, _, kind = decl.rpartition(":")
+        name, colon, kind = decl.rpartition(":")
+        if not colon:  # TOON's ``{a,b}``: no declared types
+            name, kind = decl, "auto"
         columns.append((name.split("."), kind.rstrip("?")))
+    toon = match["rest"].strip() == ":"  # TOON: ``[N]{a,b}:`` then rows indented by two
     rest = match["rest"].split()
     legends = next((int(t[7:]) for t in rest if t.startswith("__dict:")), 0)
     dropped = next((int(t[10:]) for t in rest if t.startswith("__dropped:")), 0)
@@ -223,6 +227,8 @@ def from_csv_schema(text: str) -> tuple[list[Any], int] | None:
         tables[name[1:]] = json.loads(payload)
     rows: list[Any] = []
     for line in lines[legends:]:
+        if toon:
+            line = line.removeprefix("  ")
         if not line and len(columns) != 1:
             continue
         record: dict[str, Any] = {}
