@@ -36,14 +36,30 @@ from typing import Any
 from tokenlens.compress import Arm
 from tokenlens.compress.external import Compressor, register
 from tokenlens.compress.external.adapters import Adapter, llmtrim
+from tokenlens.compress.toolout.body import ToolArmCompressor
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.fidelity_run import HEADER, ArmTotals, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
 
 OURS = ("safe", "minify", "dedup", "prune@0.5", "select@0.5")
 
 
+#: The tool-output rungs (`tokenlens.compress.toolout`), registered as plug-in arms.
+TOOL_ARMS = ("lossless", "elide@0.7", "elide@0.5", "elide@0.3")
+
+
+def _tool_arms(quick: bool) -> list[Arm]:
+    arms = []
+    for text in TOOL_ARMS[:2] if quick else TOOL_ARMS:
+        name = "tools-" + text.replace("@", "-")
+        register(name, ToolArmCompressor(ToolArm.parse(text)))
+        arms.append(Arm.parse(f"ext:{name}"))
+    return arms
+
+
 def _arms(args: argparse.Namespace) -> list[Arm]:
     arms = [Arm.parse(text) for text in (OURS[:1] + OURS[3:4] if args.quick else OURS)]
+    arms += _tool_arms(args.quick)
     if args.headroom_python:
         os.environ["TOKENLENS_HEADROOM_PYTHON"] = args.headroom_python
     if args.llmtrim_python:

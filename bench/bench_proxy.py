@@ -23,6 +23,8 @@ request <= 1.5x per plain request.
         [--baseline DIR] [--policy-arm prune@0.5] [--workers 2] [--capture | --capture-only]
         [--quick]
 
+`--peer headroom` runs `bench/bench_proxy_agent.py`: agent traffic through `tokenlens serve
+--compress-tools` beside `headroom proxy` (headroom-ai in a throwaway virtualenv, offline).
 `--quick`: a few requests per row, one round, no start-up or httpx rows: a smoke run in
 seconds (the test suite runs it). `--peer litellm` installs `litellm[proxy]` once into
 `~/.cache/tokenlens/bench-litellm` (about a minute, PyPI) and runs it offline
@@ -677,6 +679,17 @@ def write_policy(arm: str, folder: Path) -> Path:
     return path
 
 
+def _sibling(name: str) -> Any:
+    """Another bench script of this folder, as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests per target per row")
@@ -689,7 +702,12 @@ def main() -> None:
         "far longer; with 0 s, 50 clients saturate the 2 cores and the row measures queueing)",
     )
     parser.add_argument("--stream-delay", type=float, default=0.005, help="s between SSE events")
-    parser.add_argument("--peer", choices=("litellm",), default=None, help="also bench a peer")
+    parser.add_argument(
+        "--peer",
+        choices=("litellm", "headroom"),
+        default=None,
+        help="also bench a peer (headroom: on agent traffic, bench/bench_proxy_agent.py)",
+    )
     parser.add_argument("--policy-arm", default=None, help="also bench with this arm applied")
     parser.add_argument(
         "--workers", type=int, default=1, help="run the benched proxy with --workers N"
@@ -719,6 +737,10 @@ def main() -> None:
         "Anthropic server (tokenlens.testing), realistic but CPU-hungry",
     )
     args = parser.parse_args()
+    if args.peer == "headroom":  # agent traffic, its own upstreams and table
+        agent = _sibling("bench_proxy_agent")
+        agent.main(["--quick"] if args.quick else [])
+        return
     warm = 20
     if args.quick:
         args.requests, args.rounds, warm = min(args.requests, 50), 1, 2

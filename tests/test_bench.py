@@ -55,6 +55,11 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"CPU per streamed / plain request, 1 in flight, ours: \d+ / \d+ us",
         r"load average",
     ),
+    "bench_proxy_agent.py": (
+        r"\| tokenlens \| -?\d+\.\d+ \| -?\d+\.\d+ \| \d+\.\d+ \|",
+        r"added over pass-through p50 -?\d+\.\d+ ms",
+        r"load average",
+    ),
     "bench_observe.py": (r"metrics \+ access log\s+p50 \d+(\.\d+)? us", r"load"),
     "bench_scale.py": (r"durable put:\s+\S+", r"cache hit"),
     "bench_simulation.py": (

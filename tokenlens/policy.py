@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tokenlens.classifier.bundle import ClassifierBundle
 from tokenlens.compress.arms import Arm
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.errors import PolicyError
 from tokenlens.storage import Location, StorageError, is_url, location
 
@@ -25,8 +26,10 @@ from tokenlens.storage import Location, StorageError, is_url, location
 #: and the policy's `backend`; version-1 files load unchanged (no dates: no age limit).
 #: 3 added the level of an interval's bounds (`Interval.confidence`) and the retention
 #: corrected by people's grades (`people_*`); older files load unchanged.
-SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+#: 4 added the per-kind arms for tool output (`Policy.tool_output`); older files load
+#: unchanged (no tool-output arms: tool results pass as they came).
+SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 DEFAULT_POLICY_DIR = Path("reports") / "policy"
 
 #: ✓ measured, ? provisional, — none.
@@ -130,6 +133,13 @@ class PolicyEntry(BaseModel):
         return Arm(self.method, self.rate)
 
     @property
+    def tool_arm(self) -> ToolArm | None:
+        """The tool-output arm of an entry in `Policy.tool_output`, or None for `none`."""
+        if self.method == "none":
+            return None
+        return ToolArm(self.method, self.rate)
+
+    @property
     def mark(self) -> str:
         return VERDICT_MARK[self.verdict]
 
@@ -158,6 +168,10 @@ class Policy(BaseModel):
     #: The learned classifier the proxy routes with (fitted on the calibration's tasks);
     #: None: the proxy falls back to its hand-written rules.
     classifier: ClassifierBundle | None = None
+    #: Per kind of tool output (`tokenlens.compress.toolout.kinds.KINDS`): the tool-output
+    #: arm (method ``lossless`` or ``elide``) with the same verdicts and rules as a class's.
+    #: Empty in files written before schema 4.
+    tool_output: dict[str, PolicyEntry] = Field(default_factory=dict)
 
     def entry_for(self, task_class: str | None) -> PolicyEntry:
         """The entry for a class, falling back to `default` for unknown or missing classes."""

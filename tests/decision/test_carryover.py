@@ -211,9 +211,9 @@ def test_old_policy_files_still_load_and_never_expire(tmp_path: Path) -> None:
     loaded = load_policy(old)
     assert loaded.schema_version == 1 and loaded.backend is None
     assert not loaded.classes["extraction"].expired(datetime(2100, 1, 1, tzinfo=UTC))
-    assert Policy.model_fields["schema_version"].default == SCHEMA_VERSION == 3
-    raw["schema_version"] = 4
-    with pytest.raises(PolicyError, match="schema_version 4 is not supported"):
+    assert Policy.model_fields["schema_version"].default == SCHEMA_VERSION == 4
+    raw["schema_version"] = 5
+    with pytest.raises(PolicyError, match="schema_version 5 is not supported"):
         parse_policy(json.dumps(raw), "v4.json")
 
 

@@ -68,6 +68,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--rate", type=float, default=None, help="keep rate for --compress")
     parser.add_argument(
+        "--compress-tools",
+        metavar="SPEC",
+        default=None,
+        help="tool-output arms for every request, in place of the policy's: one arm for every "
+        "kind (lossless, elide@0.5) or KIND=ARM,... (search=elide@0.5,json=lossless)",
+    )
+    parser.add_argument(
         "--measure",
         action="store_true",
         help="exact original vs compressed counts via count_tokens, off the hot path",
@@ -236,6 +243,11 @@ def run(args: argparse.Namespace) -> int:
         log.info("no policy: applying %s to every request", settings.override_arm.label)
     else:
         log.info("no policy and no --compress: pure pass-through")
+    if settings.override_tool_arms is not None:
+        log.info(
+            "tool outputs: %s",
+            ", ".join(f"{kind}={arm.key}" for kind, arm in settings.override_tool_arms),
+        )
     config = ProxyServerConfig(app, settings, log_level="info", log_config=None)
     server = uvicorn.Server(config)
     # Everything loaded so far lives as long as the process: exempt it from the cyclic

@@ -10,6 +10,9 @@ What may be touched:
 * Text blocks (or string content) of **user** messages, and the **system** prompt (the
   system prompt only by the meaning-keeping rungs 0-2 unless
   `CompressSettings.compress_system`; it carries instructions).
+* Earlier user turns are instructions too: in a user message before the last one, the
+  lossy rungs (3-5) touch only document-like text (`is_document_like`: long and made of
+  several blocks), and never that turn's own ask (found as the question is, below).
 * An external arm (``ext:<name>``, `tokenlens.compress.external`) is the plug-in's own
   business: it gets a copy of the whole body and may change anything; the fidelity check
   and the grades say what that did. Everything below is about the built-in rungs.
@@ -17,6 +20,9 @@ What may be touched:
   ``tools``, ``system`` or ``messages``; a top-level ``cache_control``, automatic caching,
   freezes the whole body), ``tools``, ``tool_use``, ``tool_result``, images, documents,
   thinking blocks, assistant turns, and the question.
+* Except ``tool_result`` text, by the tool arms when given (``tool_arms``), before a
+  breakpoint too: each block's rewrite is a pure function of the block, its tool_use and
+  the arm its kind gets, so it is the same on every turn and the cached prefix holds.
 
 Which text is the question (never compressed):
 
@@ -37,19 +43,21 @@ counting costs more than the cheaper rungs, and it only needs them for its stati
 
 from __future__ import annotations
 
-import copy
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from tokenlens.compress import external
 from tokenlens.compress.arms import CONTROL, Arm
-from tokenlens.compress.blocks import segment
+from tokenlens.compress.blocks import counted, segment
 from tokenlens.compress.external import is_external
 from tokenlens.compress.ladder import compress_text
 from tokenlens.compress.settings import CompressSettings
+from tokenlens.compress.toolout.body import ToolRewrite, compress_tool_results, tool_text_tokens
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.errors import CompressionError
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
 
@@ -71,6 +79,8 @@ class CompressionResult:
     question_found: bool = False
     tokenizer: str = TOKENIZER_NOTE
     rewritten: tuple[tuple[str, str], ...] = ()  # (before, after) of every changed slot
+    #: The tool_results the tool arms changed (also in `rewritten`).
+    tool_rewrites: tuple[ToolRewrite, ...] = ()
 
     @cached_property
     def compressed_tokens(self) -> int:
@@ -78,8 +88,16 @@ class CompressionResult:
 
     @cached_property
     def original_tokens(self) -> int:
-        delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in self.rewritten)
-        return self.compressed_tokens + delta
+        texts = self.rewritten[: len(self.rewritten) - len(self.tool_rewrites)]
+        delta = sum(estimate_tokens(old) - estimate_tokens(new) for old, new in texts)
+        before, after = self.tool_tokens_saved
+        return self.compressed_tokens + delta + before - after
+
+    @cached_property
+    def tool_tokens_saved(self) -> tuple[int, int]:
+        """(original, compressed) estimated tokens of the tool outputs the tool arms changed."""
+        before = sum(tool_text_tokens(r.before) for r in self.tool_rewrites)
+        return before, sum(tool_text_tokens(r.after) for r in self.tool_rewrites)
 
     @property
     def reduction(self) -> float:
@@ -112,9 +130,16 @@ class _Target:
 
 
 def compress_request(
-    body: dict[str, Any], arm: Arm, *, settings: CompressSettings | None = None
+    body: dict[str, Any],
+    arm: Arm,
+    *,
+    settings: CompressSettings | None = None,
+    tool_arms: Mapping[str, ToolArm] | None = None,
 ) -> CompressionResult:
     """Compress a Messages API body with `arm` (see the module docstring for the rules).
+
+    `tool_arms` (kind of tool output -> arm) compress each tool_result by its own kind,
+    wherever it sits, breakpoints included (`tokenlens.compress.toolout.body`).
 
     Raises:
         ArmUnavailable: the arm cannot run here (LLMLingua-2 model not loadable); says why.
@@ -124,7 +149,7 @@ def compress_request(
     _check_shape(body)
     if is_external(arm.method):
         return _external(body, arm, started)
-    new_body = copy.deepcopy(body)
+    new_body = copy_body(body)
     settings = settings or CompressSettings()
     targets, question = _targets(new_body, settings)
     eligible = total = 0
@@ -145,6 +170,8 @@ def compress_request(
     else:
         for target in targets:
             total += len([b for b in segment(target.text) if not b.is_blank])
+    tool_rewrites = compress_tool_results(new_body, tool_arms or {})
+    rewritten.extend((r.before, r.after) for r in tool_rewrites)
     return CompressionResult(
         body=new_body,
         arm=arm.key,
@@ -153,6 +180,7 @@ def compress_request(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         question_found=question is not None,
         rewritten=tuple(rewritten),
+        tool_rewrites=tuple(tool_rewrites),
     )
 
 
@@ -173,6 +201,40 @@ def _external(body: dict[str, Any], arm: Arm, started: float) -> CompressionResu
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         rewritten=pairs,
     )
+
+
+def copy_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `body` whose every container the rungs may write into is new: the body,
+    its system blocks, its messages, their content lists and blocks, and a tool_result's
+    nested blocks. Deeper values (a tool_use's input, an image's source) are shared: no
+    rung touches them. `copy.deepcopy` of a long agent body cost the proxy ~1 ms a request.
+    """
+    new = dict(body)
+    system = body.get("system")
+    if isinstance(system, list):
+        new["system"] = [dict(b) if isinstance(b, dict) else b for b in system]
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        new["messages"] = [_copy_message(m) for m in messages]
+    return new
+
+
+def _copy_message(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    new = dict(message)
+    content = message.get("content")
+    if isinstance(content, list):
+        blocks = []
+        for block in content:
+            if isinstance(block, dict):
+                block = dict(block)
+                nested = block.get("content")
+                if isinstance(nested, list):
+                    block["content"] = [dict(b) if isinstance(b, dict) else b for b in nested]
+            blocks.append(block)
+        new["content"] = blocks
+    return new
 
 
 def _check_shape(body: Any) -> None:
@@ -224,6 +286,8 @@ def _targets(body: dict[str, Any], settings: CompressSettings) -> tuple[list[_Ta
                 position += 1
         if i == last_user:
             question = _question_of(message, slots)
+        elif slots:
+            _keep_instructions(message, slots)
         targets.extend(slots)
     return targets, question
 
@@ -248,6 +312,41 @@ def _question_of(message: dict[str, Any], slots: list[_Target]) -> str | None:
         else:
             slot.suffix = tail
     return tail
+
+
+#: An earlier user turn's text is document-like (open to lossy rungs) from this many
+#: characters (~300 tokens) and `DOCUMENT_MIN_BLOCKS` non-blank blocks on.
+DOCUMENT_MIN_CHARS = 1200
+DOCUMENT_MIN_BLOCKS = 3
+
+
+def is_document_like(text: str) -> bool:
+    """Is `text` pasted material (a document, a file, a log) rather than an instruction?
+
+    Instructions are short, or one paragraph however long; a document is long *and* made
+    of several blocks (paragraphs, lists, code, tables). The threshold errs towards
+    "instruction": wrongly keeping a document costs tokens, wrongly pruning an ask loses it.
+    """
+    if len(text) < DOCUMENT_MIN_CHARS:
+        return False
+    return len(counted(segment(text))) >= DOCUMENT_MIN_BLOCKS
+
+
+def _keep_instructions(message: dict[str, Any], slots: list[_Target]) -> None:
+    """An earlier user turn: lossy rungs only on its document-like context, never its ask.
+
+    Its ask is found as the last message's question is (`_question_of`) and kept
+    verbatim; what is left is lossy only when `is_document_like`. The gentle rungs
+    (rungs 0-2) still run on all of it: they keep meaning.
+    """
+    kept = list(slots)
+    _question_of(message, slots)  # drops the ask's slot, or keeps its tail as a suffix
+    for n, slot in enumerate(kept):
+        if not any(other is slot for other in slots):  # the ask: gentle rungs only
+            kept[n] = _Target(slot.holder, slot.key, lossy=False)
+        elif slot.lossy and not is_document_like(slot.text):
+            slot.lossy = False
+    slots[:] = kept
 
 
 def split_question(text: str) -> tuple[str, str]:
@@ -310,11 +409,17 @@ def _has_breakpoint(block: Any) -> bool:
 
 def body_tokens(body: dict[str, Any]) -> int:
     """Estimated tokens of all text a body carries (images and documents count 0 here)."""
-    return sum(estimate_tokens(text) for text in body_texts(body))
+    tools: list[str] = []
+    plain = sum(estimate_tokens(text) for text in body_texts(body, tool_texts=tools))
+    return plain + sum(map(tool_text_tokens, tools))
 
 
-def body_texts(body: dict[str, Any]) -> list[str]:
-    """Every piece of text in a body, in order: tools, system, messages."""
+def body_texts(body: dict[str, Any], *, tool_texts: list[str] | None = None) -> list[str]:
+    """Every piece of text in a body, in order: tools, system, messages.
+
+    With `tool_texts`, the texts of tool_result blocks go there instead (their counts are
+    kept between requests: `tool_text_tokens`).
+    """
     texts: list[str] = []
     for tool in body.get("tools") or []:
         texts.append(json.dumps(tool, ensure_ascii=False, sort_keys=True))
@@ -328,11 +433,11 @@ def body_texts(body: dict[str, Any]) -> list[str]:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(_block_texts(content))
+            texts.extend(_block_texts(content, tool_texts))
     return texts
 
 
-def _block_texts(blocks: list[Any]) -> list[str]:
+def _block_texts(blocks: list[Any], tool_texts: list[str] | None = None) -> list[str]:
     texts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -346,8 +451,9 @@ def _block_texts(blocks: list[Any]) -> list[str]:
             texts.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
         elif kind == "tool_result":
             nested = block.get("content")
+            into = texts if tool_texts is None else tool_texts
             if isinstance(nested, str):
-                texts.append(nested)
+                into.append(nested)
             elif isinstance(nested, list):
-                texts.extend(_block_texts(nested))
+                into.extend(_block_texts(nested))
     return texts

@@ -24,7 +24,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tokenlens.proxy.accesslog import AccessLog
-from tokenlens.proxy.apply import Compressor, default_compressor, warm_up
+from tokenlens.proxy.apply import (
+    Compressor,
+    count_tool_policy_changes,
+    default_compressor,
+    warm_up,
+)
 from tokenlens.proxy.background import BackgroundWork
 from tokenlens.proxy.capture import Capture
 from tokenlens.proxy.dashboard import SECURITY_HEADERS, build_feed, render_html
@@ -101,6 +106,9 @@ def create_app(
     metrics = ProxyMetrics()
     if store is not None:
         store.on_change(lambda _policy: stats.reset_quality())
+        store.on_change(
+            count_tool_policy_changes(store.policy, settings, stats.count_tool_policy_change)
+        )
         _watch_policy(store, metrics)
     capture = _capture(settings)
 

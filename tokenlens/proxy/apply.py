@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -19,8 +19,9 @@ import anyio
 import anyio.to_thread
 
 from tokenlens.compress.arms import Arm
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.policy import Policy, PolicyEntry
-from tokenlens.proxy.settings import FLOOR_ARM
+from tokenlens.proxy.settings import FLOOR_ARM, ProxySettings
 
 log = logging.getLogger("tokenlens.proxy")
 
@@ -36,19 +37,24 @@ class CompressedBody(Protocol):
     def compressed_tokens(self) -> int: ...
 
 
-Compressor = Callable[[dict[str, Any], Arm], CompressedBody]
+#: `(body, arm)`, or `(body, arm, tool_arms)` when tool-output arms apply.
+Compressor = Callable[..., CompressedBody]
+#: The text arm of a request that gets tool-output arms only.
+CONTROL_ARM = Arm("control")
 
 
 def default_compressor() -> Compressor:
     """The calibration's own `compress_request`: the proxy never compresses differently."""
     from tokenlens.compress import compress_request
 
-    def run(body: dict[str, Any], arm: Arm) -> CompressedBody:
-        result = compress_request(body, arm)
+    def run(
+        body: dict[str, Any], arm: Arm, tool_arms: Mapping[str, ToolArm] | None = None
+    ) -> CompressedBody:
+        result = compress_request(body, arm, tool_arms=tool_arms)
         if result.rewritten:
             # Counted here, in the worker thread: `compress_request` counts nothing, and
             # the handler's no-gain check and savings figures must not count on the loop.
-            _ = result.original_tokens, result.compressed_tokens
+            _ = result.original_tokens, result.compressed_tokens, result.tool_tokens_saved
         return result
 
     return run
@@ -166,8 +172,63 @@ class Outcome:
     fail_open: str | None = None
 
 
+#: What a kind of tool output may still get when its entry allows no more: the lossless
+#: rung (it only removes what a terminal never shows, or rewrites with an exact decode).
+TOOL_FLOOR_ARM = ToolArm("lossless")
+
+
+def tool_arm_choice(
+    entry: PolicyEntry, *, allow_provisional: bool, now: datetime | None = None
+) -> ToolArm:
+    """A tool-output entry's arm, by the class rules: ✓ applies, ? only when allowed, — and
+    an entry past its age limit get the lossless floor."""
+    arm = entry.tool_arm
+    if arm is None or entry.expired(now or datetime.now(UTC)):
+        return TOOL_FLOOR_ARM
+    if entry.verdict == "measured" or (entry.verdict == "provisional" and allow_provisional):
+        return arm
+    return TOOL_FLOOR_ARM
+
+
+def tool_arms_for(
+    policy: Policy | None, settings: ProxySettings, now: datetime | None = None
+) -> dict[str, ToolArm]:
+    """The tool-output arms by kind: `--compress-tools`, else the policy's `tool_output`
+    entries (a policy without any leaves tool output alone)."""
+    if settings.override_tool_arms is not None:
+        return dict(settings.override_tool_arms)
+    if policy is None or not policy.tool_output:
+        return {}
+    allow = settings.allow_provisional
+    return {
+        kind: tool_arm_choice(entry, allow_provisional=allow, now=now)
+        for kind, entry in policy.tool_output.items()
+    }
+
+
+def count_tool_policy_changes(
+    policy: Policy, settings: ProxySettings, on_change: Callable[[], None]
+) -> Callable[[Policy], None]:
+    """A policy-reload listener calling `on_change` when the tool-output arms in force change:
+    the one event that makes the proxy rewrite a prefix it sent before differently."""
+    in_force = [tool_arms_for(policy, settings)]
+
+    def listener(new: Policy) -> None:
+        arms = tool_arms_for(new, settings)
+        if arms != in_force[0]:
+            in_force[0] = arms
+            on_change()
+
+    return listener
+
+
 async def compress_within(
-    compressor: Compressor, body: dict[str, Any], arm: Arm, budget_ms: float
+    compressor: Compressor,
+    body: dict[str, Any],
+    arm: Arm,
+    budget_ms: float,
+    *,
+    tool_arms: Mapping[str, ToolArm] | None = None,
 ) -> Outcome:
     """Run the compressor in a worker thread; give up after `budget_ms` or on any error.
 
@@ -179,7 +240,8 @@ async def compress_within(
     result: CompressedBody | None = None
     try:
         with anyio.move_on_after(budget_ms / 1000):
-            result = await anyio.to_thread.run_sync(compressor, body, arm, abandon_on_cancel=True)
+            args = (body, arm, tool_arms) if tool_arms else (body, arm)
+            result = await anyio.to_thread.run_sync(compressor, *args, abandon_on_cancel=True)
     except Exception as exc:  # fail open on anything the codec does
         elapsed = (time.perf_counter() - start) * 1000
         log.warning("compression failed open (%s, arm %s)", type(exc).__name__, arm.key)

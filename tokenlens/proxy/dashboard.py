@@ -316,6 +316,13 @@ def _cards(feed: dict[str, Any]) -> list[Card]:
             "input price × tokens saved (estimate)",
         ),
         Card(
+            "tool-output-saved",
+            "Tool output saved",
+            count(feed["tool_output"]["tokens_saved"], missing=MISSING),
+            f"{_pct(feed['tool_output']['reduction'])} of rewritten tool outputs (estimate), "
+            f"{count(feed['tool_output']['requests'], missing=MISSING)} requests",
+        ),
+        Card(
             "quality-retained",
             "Quality retained",
             _pct(quality["retained"]),

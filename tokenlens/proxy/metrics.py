@@ -92,6 +92,19 @@ class ProxyMetrics:
             "Compressed requests whose model has no price in the table.",
             registry=registry,
         )
+        self.tool_tokens = Counter(
+            "tokenlens_tool_output_tokens",
+            "Tool-output tokens of compressed requests before and after the tool-output arms "
+            "(estimate; also counted in tokenlens_prompt_tokens).",
+            ["stage"],
+            registry=registry,
+        )
+        self.tool_policy_changes = Counter(
+            "tokenlens_tool_policy_changes",
+            "Policy loads that changed a tool-output arm: the only event that alters a prompt "
+            "prefix already sent (one cache write per conversation).",
+            registry=registry,
+        )
         self.compress_seconds = Histogram(
             "tokenlens_compression_seconds",
             "Time spent compressing a request body (including failed attempts).",
@@ -358,6 +371,11 @@ class ProxyMetrics:
         )
         self._add("measured.dollars", stats.measured_dollars_saved, self.measured_dollars)
         self._add("background.dropped", stats.background_dropped, self.background_dropped)
+        self._add("tool.original", stats.tool_tokens_original, self.tool_tokens.labels("original"))
+        self._add(
+            "tool.compressed", stats.tool_tokens_compressed, self.tool_tokens.labels("compressed")
+        )
+        self._add("tool.policy_changes", stats.tool_policy_changes, self.tool_policy_changes)
         for name, class_stats in stats.classes.items():
             window = stats.retention.get(name)
             if class_stats.judged == 0 and class_stats.judge_failures == 0 and window is None:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from tokenlens.classifier.classify import CLASS_HEADER, classify
 from tokenlens.compress.arms import Arm
 from tokenlens.proxy import relay
-from tokenlens.proxy.apply import choose_arm, compress_within
+from tokenlens.proxy.apply import CONTROL_ARM, choose_arm, compress_within, tool_arms_for
 from tokenlens.proxy.capture import DECISION_KEY
 from tokenlens.proxy.observe import Observation
 from tokenlens.proxy.state import ProxyState
@@ -84,11 +84,18 @@ async def plan_request(state: ProxyState, request: Request, raw: bytes, obs: Obs
     if policy is not None:
         entry = policy.entry_for(task_class)
         plan.bar = entry.bar if entry.bar is not None else policy.tolerance
-    if arm is None:
+    tool_arms = tool_arms_for(policy, settings)
+    if arm is None and not tool_arms:
         stats.passthrough["no_arm"] += 1
         obs.pass_through("no_arm")
         return plan
-    outcome = await compress_within(state.compressor, parsed, arm, settings.compress_budget_ms)
+    outcome = await compress_within(
+        state.compressor,
+        parsed,
+        arm or CONTROL_ARM,
+        settings.compress_budget_ms,
+        tool_arms=tool_arms,
+    )
     obs.compress_ms = outcome.elapsed_ms
     result = outcome.result
     if outcome.fail_open is not None or result is None:
@@ -114,9 +121,12 @@ async def plan_request(state: ProxyState, request: Request, raw: bytes, obs: Obs
         result.compressed_tokens,
         outcome.elapsed_ms,
     )
+    tool_saved = getattr(result, "tool_tokens_saved", None)
+    if tool_saved is not None and tool_saved[0]:
+        stats.record_tool_output(*tool_saved)
     obs.applied(result.original_tokens, result.compressed_tokens)
     plan.content = content
-    plan.arm = arm
+    plan.arm = arm or CONTROL_ARM
     plan.compressed = True
     plan.sent_body = result.body
     plan.extra_headers = tag(task_class, arm)

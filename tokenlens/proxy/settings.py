@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenlens.compress.arms import Arm
+from tokenlens.compress.toolout.kinds import KINDS
+from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.errors import TokenLensError
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -73,6 +75,9 @@ class ProxySettings:
     #: policy still gives each class its bar (the shadow judge's fallback) and the
     #: dashboard its calibrated figures; only its choice of arm is overridden.
     override_arm: Arm | None = None
+    #: `--compress-tools SPEC`: tool-output arms by kind for every request, in place of
+    #: the policy's (`tokenlens.compress.toolout`).
+    override_tool_arms: tuple[tuple[str, ToolArm], ...] | None = None
     measure: bool = False
     judge: bool = False
     judge_sample: float = DEFAULT_JUDGE_SAMPLE
@@ -151,7 +156,31 @@ class ProxySettings:
     @property
     def compresses(self) -> bool:
         """A policy or `--compress`: the proxy may rewrite bodies (else pure pass-through)."""
-        return self.policy_location is not None or self.override_arm is not None
+        return (
+            self.policy_location is not None
+            or self.override_arm is not None
+            or self.override_tool_arms is not None
+        )
+
+
+def parse_tool_arms(spec: str) -> tuple[tuple[str, ToolArm], ...]:
+    """``elide@0.5`` (every kind) or ``search=elide@0.5,json=lossless``; ValueError if wrong."""
+    pairs: list[tuple[str, ToolArm]] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        kind, eq, arm = part.rpartition("=")
+        if not eq:
+            pairs.extend((k, ToolArm.parse(arm)) for k in KINDS)
+        elif kind.strip() not in KINDS:
+            raise ValueError(
+                f"unknown tool-output kind {kind.strip()!r} (known: {', '.join(KINDS)})"
+            )
+        else:
+            pairs.append((kind.strip(), ToolArm.parse(arm)))
+    if not pairs:
+        raise ValueError("no arm given")
+    return tuple(dict(pairs).items())
 
 
 def is_loopback(host: str) -> bool:
@@ -179,6 +208,12 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
             raise TokenLensError(f"--compress: {exc}") from exc
     elif args.rate is not None:
         raise TokenLensError("--rate needs --compress ARM")
+    tool_arms = None
+    if getattr(args, "compress_tools", None):
+        try:
+            tool_arms = parse_tool_arms(args.compress_tools)
+        except ValueError as exc:
+            raise TokenLensError(f"--compress-tools: {exc}") from exc
     if args.capture is None and args.capture_redact is not None:
         raise TokenLensError("--capture-redact needs --capture STORE")
     if not is_loopback(args.host) and not args.allow_remote:
@@ -207,6 +242,7 @@ def settings_from_args(args: argparse.Namespace) -> ProxySettings:
             allow_provisional=args.allow_provisional,
             allow_offline_policy=args.allow_offline_policy,
             override_arm=override,
+            override_tool_arms=tool_arms,
             measure=args.measure,
             judge=args.judge,
             judge_sample=args.judge_sample,

@@ -37,4 +37,4 @@ class ProxyState:
 
     @property
     def compressing(self) -> bool:
-        return self.store is not None or self.settings.override_arm is not None
+        return self.store is not None or self.settings.compresses

@@ -116,6 +116,13 @@ class ProxyStats:
         self.cache: Counter[str] = Counter()
         self.background_dropped = 0
         self.policy_rejections = 0
+        #: Tool outputs the tool-output arms rewrote (estimated tokens before and after).
+        self.tool_outputs = 0
+        self.tool_tokens_original = 0
+        self.tool_tokens_compressed = 0
+        #: Policy loads that changed a tool-output arm: the only event that alters a
+        #: prefix already sent (each costs one prompt-cache write per conversation).
+        self.tool_policy_changes = 0
 
     # --- recording ----------------------------------------------------------------
 
@@ -149,6 +156,15 @@ class ProxyStats:
         else:
             stats.dollars_saved += dollars
             self.dollars_saved += dollars
+
+    def count_tool_policy_change(self) -> None:
+        self.tool_policy_changes += 1
+
+    def record_tool_output(self, original: int, compressed: int) -> None:
+        """Tool outputs of one forwarded request were compressed (offline estimates)."""
+        self.tool_outputs += 1
+        self.tool_tokens_original += original
+        self.tool_tokens_compressed += compressed
 
     def record_measurement(self, model: str, original: int, compressed: int) -> None:
         """Exact `count_tokens` figures for one compressed request."""
@@ -234,6 +250,17 @@ class ProxyStats:
                 "reduction": (saved / self.tokens_original) if self.tokens_original else None,
                 "dollars_saved": self.dollars_saved,
                 "unpriced_requests": self.unpriced_models,
+            },
+            "tool_output": {
+                "basis": "estimate (cl100k_base, offline)",
+                "requests": self.tool_outputs,
+                "tokens_original": self.tool_tokens_original,
+                "tokens_compressed": self.tool_tokens_compressed,
+                "tokens_saved": self.tool_tokens_original - self.tool_tokens_compressed,
+                "reduction": (1 - self.tool_tokens_compressed / self.tool_tokens_original)
+                if self.tool_tokens_original
+                else None,
+                "policy_changes": self.tool_policy_changes,
             },
             "measured": {
                 "basis": "exact (upstream count_tokens)",

@@ -45,6 +45,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tokenlens.testing import fake_logic
+from tokenlens.testing.prompt_cache import PromptCache
 from tokenlens.tokens import estimate_tokens
 
 #: Faults `inject` understands. HTTP faults hit the next request(s) to any /v1/ path;
@@ -122,6 +123,8 @@ class FakeAnthropic:
             that got worse; see `fake_logic.fake_answer`).
         port: loopback port to bind (0: the OS picks a free one).
         keep_requests: how many recent requests the log keeps (None: all).
+        prompt_cache: report cache reads and writes as the provider would
+            (`tokenlens.testing.prompt_cache`); off, every usage says 0 cached tokens.
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class FakeAnthropic:
         forget_rate: float = 0.0,
         port: int = 0,
         keep_requests: int | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         self.seed = seed
         self.forget_rate = forget_rate
@@ -149,6 +153,8 @@ class FakeAnthropic:
         self.judge_noise = judge_noise
         self.batch_polls = batch_polls
         self.require_key = require_key
+        self.prompt_cache = prompt_cache
+        self.cache = PromptCache()
         self._lock = threading.Lock()
         #: The most recent requests kept (None: all; a long-running `tokenlens fake-upstream`
         #: keeps a bounded window).
@@ -281,6 +287,7 @@ class FakeAnthropic:
         "batch_polls",
         "require_key",
         "forget_rate",
+        "prompt_cache",
     )
 
     def settings(self) -> dict[str, Any]:
@@ -309,6 +316,7 @@ class FakeAnthropic:
             self._faults.clear()
             self._seen.clear()
             self._batch_outcomes.clear()
+            self.cache.clear()
             self._fault_rate = 0.0
             self._fault_rng = random.Random(self.seed)
         self._streams_held = None
@@ -486,6 +494,10 @@ class FakeAnthropic:
             text, cut = fake_logic.truncate_to_tokens(text, int(body["max_tokens"]))
             stop_reason = "max_tokens" if cut else "end_turn"
             content = [{"type": "text", "text": text}]
+        uncached, read, write = fake_logic.input_tokens(body), 0, 0
+        if self.prompt_cache:
+            read, write, _ = self.cache.lookup(body)
+            uncached = max(0, uncached - read - write)
         return {
             "id": f"msg_{uuid.uuid4().hex[:24]}",
             "type": "message",
@@ -495,10 +507,10 @@ class FakeAnthropic:
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": fake_logic.input_tokens(body),
+                "input_tokens": uncached,
                 "output_tokens": max(1, estimate_tokens(text)),
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": write,
+                "cache_read_input_tokens": read,
             },
         }
 
