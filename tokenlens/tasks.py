@@ -44,6 +44,17 @@ class Turn(BaseModel):
     content: str = Field(min_length=1)
 
 
+class SourceFile(BaseModel):
+    """Where a context (or part of it) was cut from: a file of an installed package."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    licence: str = Field(min_length=1)
+
+
 class CalibrationTask(BaseModel):
     """One calibration task. The first five fields are the seed's shape, unchanged."""
 
@@ -57,6 +68,7 @@ class CalibrationTask(BaseModel):
     system: str | None = None
     history: tuple[Turn, ...] = ()
     tags: tuple[str, ...] = ()
+    source: tuple[SourceFile, ...] = ()  # the files a real-text context was cut from
 
     @field_validator("question", "context", "reference")
     @classmethod
