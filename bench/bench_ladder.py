@@ -20,6 +20,12 @@ it imported, in about one large call of ten); `--no-freeze` measures the latter.
 
     .venv/bin/python bench/bench_ladder.py [--repeats N] [--sizes 2000,20000,100000]
         [--min-calls N] [--llmlingua-model PATH_OR_HUB_NAME] [--quick] [--no-freeze]
+        [--man-page NAME]
+
+A man-page row shows what the lossy rungs remove from indented plain text: `man bash`
+rendered as a terminal shows it (needs `man` from man-db, `groff` from groff-base and
+`col` from bsdextrautils, and the bash manual, which Debian installs with bash; the row
+says so and is skipped when one is missing). `--man-page NAME` picks another page.
 
 `--quick` runs every section on small inputs in a few seconds (the test suite runs it so
 a moved file or a changed API breaks CI, not the next person who measures).
@@ -31,12 +37,14 @@ import argparse
 import math
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tokenlens.compress import Arm, CompressSettings, compress_request
+from tokenlens.compress import Arm, CompressSettings, compress_request, compress_text
 from tokenlens.compress.dedup import apply_dedup
 from tokenlens.compress.minify import apply_minify
 from tokenlens.compress.prune import apply_prune
@@ -139,6 +147,46 @@ def _timed(fn: Callable[[str], str], text: str) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     fn(text)
     return time.perf_counter() - wall, time.process_time() - cpu
+
+
+MAN_EXCERPT = SAMPLE.parent / "man-curl-excerpt.txt"  # curl(1): see its .LICENSE file
+MAN_NEEDS = "man (man-db), groff (groff-base) and col (bsdextrautils)"
+
+
+def man_page_text(name: str) -> str | None:
+    """`man NAME` as an 80-column terminal shows it, overstrikes removed; None if missing."""
+    if not all(shutil.which(tool) for tool in ("man", "groff", "col")):
+        return None
+    env = dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8", MAN_KEEP_FORMATTING="")
+    page = subprocess.run(["man", "-P", "cat", name], capture_output=True, env=env)
+    if page.returncode != 0 or not page.stdout:
+        return None
+    plain = subprocess.run(["col", "-bx"], input=page.stdout, capture_output=True, check=True)
+    return plain.stdout.decode("utf-8", errors="replace")
+
+
+def man_page(name: str, *, quick: bool) -> None:
+    """Reduction of each arm on a man page: plain text indented by seven columns."""
+    if quick:
+        text, label = MAN_EXCERPT.read_text(encoding="utf-8"), f"{MAN_EXCERPT.name} (--quick)"
+    else:
+        found = man_page_text(name)
+        if found is None:
+            print(f"\nman {name}: skipped, needs {MAN_NEEDS} and the page installed")
+            return
+        text, label = found, f"man {name}"
+    question = "Which option makes the program read commands from a string?"
+    print(f"\nReduction on {label} ({len(text.encode()) / 1e3:,.0f} KB):")
+    for key in ("safe", "minify", "dedup", "prune@0.8", "prune@0.5", "select@0.5"):
+        started = time.process_time()
+        result = compress_text(text, Arm.parse(key), question=question)
+        cpu = (time.process_time() - started) * 1000.0
+        removed = 1 - result.compressed_tokens / max(result.original_tokens, 1)
+        print(
+            f"  {key:<12} removes {removed * 100:5.1f}% of {result.original_tokens:,} tokens"
+            f"   eligible blocks {result.eligible_blocks}/{result.total_blocks}"
+            f"   CPU {cpu:6.0f} ms"
+        )
 
 
 def _p(times: list[float], q: float) -> float:
@@ -292,6 +340,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--sizes", default="2000,20000,100000", help="request sizes, tokens")
     parser.add_argument("--llmlingua-model", default=DEFAULT_LLMLINGUA_MODEL)
+    parser.add_argument("--man-page", default="bash", help="the man page of the man-page row")
     parser.add_argument("--quick", action="store_true", help="small inputs, a few seconds")
     parser.add_argument(
         "--min-calls", type=int, default=20, help="fewest calls per request-size cell"
@@ -320,6 +369,7 @@ def main() -> None:
     throughput(max(1, repeats // 10), megabytes)
     latency(repeats, args.llmlingua_model, with_lingua=not args.quick)
     by_size(sizes, repeats, 3 if args.quick else args.min_calls)
+    man_page(args.man_page, quick=args.quick)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nload average at the end {load}")
 

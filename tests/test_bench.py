@@ -45,6 +45,7 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"garbage collector: start-up heap frozen after the warm-up, as in the proxy",
         r"prune@0\.5   \d+\.\d+ / \d+\.\d+ ms  \(no paragraph repeats\)",
         r"machine's own tail: .* p50 \d+\.\d+ / p99 \d+\.\d+ ms",
+        r"prune@0\.5 +removes +\d+\.\d% of [\d,]+ tokens",
         r"load average",
     ),
     # --quick skips the local model's rows (minutes on 2 cores; tests/models loads it)

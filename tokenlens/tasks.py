@@ -109,6 +109,17 @@ def body_question(body: Mapping[str, Any]) -> str:
     return ""
 
 
+class SourceFile(BaseModel):
+    """Where a context (or part of it) was cut from: a file of an installed package."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    package: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    licence: str = Field(min_length=1)
+
+
 class CalibrationTask(BaseModel):
     """One calibration task. The first five fields are the seed's shape, unchanged.
 
@@ -147,6 +158,8 @@ class CalibrationTask(BaseModel):
         if "question" not in filled:
             filled["question"] = body_question(body)
         return filled
+
+    source: tuple[SourceFile, ...] = ()  # the files a real-text context was cut from
 
     @field_validator("question", "context", "reference")
     @classmethod

@@ -1,7 +1,12 @@
-"""Write the generated part of the starter set: tasks_data/starter/gen-<class>.jsonl.
+"""Write synthetic template tasks: <out>/gen-<class>.jsonl.
 
-    .venv/bin/python scripts/taskgen            # (re)write the files
-    .venv/bin/python scripts/taskgen --check    # exit 1 if a committed file differs
+    .venv/bin/python scripts/taskgen --out DIR            # write the files
+    .venv/bin/python scripts/taskgen --out DIR --check    # exit 1 if a file differs
+
+These template families are no longer part of the starter set (their contexts are padded
+from small pools of filler sentences, which flatters compression; the starter set is built
+from real text by scripts/realtext). bench/bench_classify_traffic.py still draws synthetic
+traffic from them: new request templates the classifier never saw.
 
 Deterministic: every draw is seeded by the task's family and number, so the same code
 writes the same bytes. The code-context repository tasks read source files of packages
@@ -24,7 +29,6 @@ import long_doc_qa
 import numeric_reasoning
 import summarization
 
-OUT = Path(__file__).resolve().parents[2] / "tasks_data" / "starter"
 MODULES = {
     "extraction": extraction,
     "code-context": code_context,
@@ -47,12 +51,13 @@ def render(name: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write to")
     parser.add_argument("classes", nargs="*", default=list(MODULES))
     args = parser.parse_args()
     stale = []
     for name in args.classes:
         text = render(name)
-        path = OUT / f"gen-{name}.jsonl"
+        path = args.out / f"gen-{name}.jsonl"
         size = len(text.encode("utf-8"))
         if size > LIMIT:
             raise SystemExit(f"{path.name}: {size:,} bytes, over the 5 MB limit: split it")

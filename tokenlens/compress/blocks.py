@@ -309,7 +309,7 @@ def _classify(text: str, lines: Sequence[str]) -> str:
         if len(tags) >= 2 and any(name.lower() in _HTML_TAGS for _, name in tags):
             return "html"
     if first.startswith(("    ", "\t")) and all(line.startswith(("    ", "\t")) for line in lines):
-        return "code"
+        return "prose" if _indented_prose(stripped, lines) else "code"
     if _QUOTE.match(first) and all(_QUOTE.match(line) for line in lines):
         return "quote"
     if _LIST_ITEM.match(first):
@@ -318,6 +318,40 @@ def _classify(text: str, lines: Sequence[str]) -> str:
     if codey * 2 >= needed or _symbol_count(stripped) / len(stripped) > 0.12:
         return "code"
     return "prose"
+
+
+#: A word of running text: letters (an apostrophe or hyphen inside), then at most one mark.
+_WORD = re.compile(r"^[(\"'“‘]?[A-Za-z][A-Za-z'’‐-]*[)\"'”’]?[.,;:!?]?[)\"'”’]?$")
+#: A sentence ends: a full stop, "?" or "!" before a blank or the end of the text.
+_SENTENCE_END = re.compile(r"[.!?][)\"'”’]?(\s|$)")
+#: Openers of a comment or docstring line in code.
+_COMMENT_HEADS = ("#", "//", "/*", '"""', "'''")
+
+
+def _indented_prose(stripped: str, lines: Sequence[str]) -> bool:
+    """Is an all-indented paragraph running text (a man page, an RFC, quoted mail)?
+
+    Indentation alone used to mean code, which left man pages (seven spaces) and RFCs
+    (three) untouched. Nothing else here marks the paragraph as code (those tests ran
+    before), so it counts as prose only on positive evidence: at least eight words, seven
+    in ten of its whitespace-separated pieces plain words, a sentence that ends, every line
+    holding a word, no line that opens or ends like code or a comment. An indented shell
+    command, config line or code without a keyword stays code.
+    """
+    pieces = stripped.split()
+    words = sum(1 for piece in pieces if _WORD.match(piece))
+    if words < 8 or words < 0.7 * len(pieces) or not _SENTENCE_END.search(stripped):
+        return False
+    for line in lines:
+        bare = line.strip()
+        if (
+            not any(char.isalpha() for char in bare)
+            or bare.startswith(_COMMENT_HEADS)
+            or _CODE_START.match(bare)
+            or _ends_like_code(bare)
+        ):
+            return False
+    return True
 
 
 def _ends_like_code(line: str) -> bool:
