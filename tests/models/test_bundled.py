@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tokenlens.errors import ModelCallError
-from tokenlens.models.bundled import BUNDLED, bundled_path
+from tokenlens.models.bundled import BUNDLED, bundled_path, model_name
 
 GEMMA = BUNDLED["gemma3-270m"]
 
@@ -137,3 +137,10 @@ def test_the_qwen_files_are_pinned_to_their_upstream_checksums() -> None:
         assert model.sha256.startswith(head) and model.sha256.endswith(tail)
         assert len(model.chunk_packages) == len(model.requirements) == parts
         assert all("==" in r for r in model.requirements)  # pinned versions
+
+
+def test_a_joined_model_is_named_as_upstream_names_it(fake_qwen: list[Path]) -> None:
+    """The cache copy starts with its checksum; calls, ledger keys and reports do not."""
+    path = bundled_path(QWEN.name)
+    assert path.name != QWEN.file
+    assert model_name(path) == "qwen2.5-coder-0.5b-instruct-q4_k_m"

