@@ -150,6 +150,48 @@ def test_json_schema_call_returns_a_valid_object(local: LocalClient) -> None:
 
 
 @pytest.mark.slow
+def test_the_blind_llm_judge_runs_offline_in_both_orders(local: LocalClient) -> None:
+    """The seed's judge path on the local backend: the real judge prompt and schema, each
+    reply held to the schema by llama.cpp's grammar (reasoning first), the pair judged in
+    both positions. llama.cpp's grammar cannot bound integers, so a small model may write a
+    grade past 100: the judge then refuses the reply (`JudgeError`), never reads it as 0."""
+    from tokenlens.errors import JudgeError
+    from tokenlens.judge import JUDGE_SCHEMA, LLMJudge, PairGrade, render_request_text
+
+    calls: list[tuple[CompletionRequest, Completion]] = []
+
+    class Recording:
+        name = "local"
+
+        def complete(self, request: CompletionRequest) -> Completion:
+            completion = local.complete(request)
+            calls.append((request, completion))
+            return completion
+
+    body = TASK.to_request(model=local.model, max_tokens=64)
+    grade: PairGrade | None = None
+    try:
+        grade = LLMJudge(Recording(), local.model).grade_pair(
+            case_key="local-1|prune@0.6|0",
+            original_request_text=render_request_text(body),
+            reference=TASK.reference,
+            answer_clear="Alice paid invoice 4417 on March 3, by bank transfer.",
+            answer_comp="Invoice 4417 was paid.",
+            both_orders=True,
+        )
+    except JudgeError as exc:
+        assert "0-100" in str(exc)  # a bad grade is refused, not turned into a number
+    assert calls and all(request.json_schema == JUDGE_SCHEMA for request, _ in calls)
+    for _, completion in calls:
+        assert completion.parsed is not None
+        assert list(completion.parsed) == ["reasoning", "grade_a", "grade_b", "note"]
+    if grade is not None:
+        assert len(calls) == 2
+        assert [p.clear_is_b for p in grade.positions] in ([False, True], [True, False])
+        assert grade.reasoning.strip()
+
+
+@pytest.mark.slow
 def test_same_seed_repeats_and_different_seeds_differ(local: LocalClient) -> None:
     first = text_of(local, short_request(11))
     assert text_of(local, short_request(11)) == first
