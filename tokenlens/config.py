@@ -259,6 +259,8 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
         notes.append(
             "greedy answers, so the control's noise floor reads 0 (sample: --temperature 1)"
         )
+    if "judge" not in given:  # kept: an LLM judgement costs several answers' time offline
+        notes.append("graded by the reference metric (the model as blind judge too: --judge both)")
     if not updates:
         return OfflineScope(config)
     return OfflineScope(config.model_copy(update=updates), tuple(notes))
