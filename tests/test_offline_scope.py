@@ -65,8 +65,9 @@ def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     assert (config.repeats, config.temperature) == (1, 0.0)
     assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
     assert config.design == "sequential"  # stops paying once the verdicts settle
-    for words in ("class extraction", "--classes all", "40 shortest", "--repeats 3", "greedy",
-                  "--design fixed"):  # fmt: skip
+    shortest = f"{need + OFFLINE_SPARE_TASKS} shortest"
+    for words in (f"class {OFFLINE_CLASS}", "--classes all", shortest, "--repeats 3", "greedy",
+                  "--design fixed", "--judge both"):  # fmt: skip
         assert words in banner
 
 
@@ -79,7 +80,8 @@ def test_options_the_user_passed_are_kept(tmp_path: Path) -> None:
     assert config.classes is None and config.repeats == 2 and config.temperature == 1.0
     assert config.methods == ("safe", "minify") and config.max_tasks_per_class == 5
     assert len(config.selected_tasks()) == 10  # both classes, 5 each
-    assert "class extraction" not in banner and "greedy" not in banner
+    assert f"class {OFFLINE_CLASS}" not in banner and "greedy" not in banner
+    assert config.judge == "metric" and "--judge both" in banner  # not passed: said, kept
     listed, _ = scope_of("--tasks", str(path), "--classes", "summarization")
     assert listed.classes == ("summarization",)
 

