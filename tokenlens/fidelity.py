@@ -326,13 +326,18 @@ def _decode_json(text: str) -> tuple[Any, list[tuple[int, Marker]], int, str] | 
 
 
 def _json_prefix(text: str) -> tuple[Any, str]:
-    """The JSON document a text starts with and the text after it, or (None, text)."""
+    """The JSON document a text starts with and the text after it, or (None, text).
+
+    The document must end its line (``[1] Building`` is a log line, not JSON and text)."""
     stripped = text.lstrip()
     try:
         value, end = json.JSONDecoder().raw_decode(stripped)
     except ValueError:
         return None, text
-    return value, stripped[end:]
+    rest = stripped[end:]
+    if rest.lstrip(" \t")[:1] not in ("", "\n", "\r"):
+        return None, text
+    return value, rest
 
 
 def _check_json(v: Any, w: Any, path: str, tally: _Tally) -> None:

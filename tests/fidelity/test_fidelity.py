@@ -307,3 +307,10 @@ def test_codecs_and_markers_combined_pass(lines: list[str], rnd: random.Random) 
             i += 1
     folded = fold(out)
     assert check_text(original, "\n".join(folded)).faithful
+
+
+def test_a_log_line_that_starts_like_json_is_read_as_lines() -> None:
+    original = "\n".join(f"[{n}] step {n} done" for n in range(1, 9))
+    lines = original.split("\n")
+    assert check_text(original, "\n".join([*lines[:2], format_marker(3, 6), *lines[6:]])).faithful
+    assert check_text(original, "\n".join([*lines[:2], *lines[6:]])).unmarked_drops == 4
