@@ -380,7 +380,11 @@ def _final_class_table(
         if r.arm != CONTROL and r.status not in keep
     )
     statuses = [
-        _final_status(state, str(a), s) if s in keep else walk.statuses.get(a, s)
+        _final_status(state, str(a), s)
+        if s in keep
+        else s
+        if s == "unfaithful" and walk.statuses.get(a) == "failed"
+        else walk.statuses.get(a, s)
         for a, s in zip(table["arm"], table["status"], strict=True)
     ]
     table = table.assign(status=statuses, chosen=table["arm"] == walk.chosen)
