@@ -21,7 +21,11 @@ def test_normalise_folds_case_decoration_separators_and_path_ends() -> None:
         ("Lib/os.py", "It is in `./lib/os.py`.", True),
         ("Lib/os.py", "It is in lib/pos.py.", False),
         ("Lib/os.py", "see Lib/os.pyc", False),
+        ("os.py", "it is /usr/lib/python3.11/os.py", True),
+        ("os.py", "it is lib/_os.py", False),
         ("docs/", "the docs folder (docs)", True),
+        ("a/{b}/", "It is `a/{b}/`.", True),
+        ("a/b", "see a/b/.hidden", False),
     ],
 )
 def test_paths(value: str, text: str, expected: bool) -> None:

@@ -9,12 +9,13 @@ whether a compressed output still holds them.
 How a fact is found in a text (written out in docs/agent-traffic.md, keep the two in step):
 
 * Both sides are normalised (`normalise`): Unicode NFKC, lower case, markdown emphasis,
-  backticks and double quotes are dropped, thousands separators go (`1,024` is `1024`), a path's
-  leading `./` and trailing `/` go, runs of whitespace become one space.
+  backticks and double quotes are dropped, thousands separators go (`1,024` is `1024`),
+  a path's leading `./` and trailing `/` go, runs of whitespace become one space.
 * `path`, `name`, `test`, `text`: the normalised value must occur with no word character
   (nor `.`, `/`, `-`) glued on either side, so `os.py` does not match `pos.py`, and a
-  sentence's full stop after it is fine. A `name` made of 7 or more hex digits (an
-  abbreviated commit hash) also matches a longer hash that starts with it.
+  sentence's full stop after it is fine. A path may have more leading folders
+  (`typing.py` is found in `/usr/lib/python3.11/typing.py`). A `name` made of 7 or more
+  hex digits (an abbreviated commit hash) also matches a longer hash that starts with it.
 * `path_line` (`path:line`): the path as above, followed within a few characters on the
   same line by the line number as `:N`, `line N`, `L N` or `#N`; or `line N` followed by
   `of`/`in` and the path.
@@ -53,7 +54,7 @@ class Fact(BaseModel):
 _DECOR = re.compile(r"[`*\"\u201c\u201d\u2018\u2019]")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _DOT_SLASH = re.compile(r"(?<![\w./-])\./")
-_TRAILING_SLASH = re.compile(r"(?<=[\w.-])/(?=[\s,;:)\]]|$)")
+_TRAILING_SLASH = re.compile(r"(?<=[\w.}-])/(?=\.?(?:[\s,;:)\]]|$))")
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 _HEX = re.compile(r"^[0-9a-f]{7,}$")
@@ -72,6 +73,8 @@ def normalise(text: str) -> str:
 #: What may not touch a matched value on either side (a `.` only when a word follows it).
 _BEFORE = r"(?<![\w./-])"
 _AFTER = r"(?![\w/-]|\.\w)"
+#: Before a path, a `/` may touch it: more leading folders name the same file.
+_BEFORE_PATH = r"(?<![\w.-])"
 
 
 @lru_cache(maxsize=4096)
@@ -86,12 +89,12 @@ def _value_pattern(kind: str, value: str) -> re.Pattern[str]:
         path, _, line = norm.rpartition(":")
         if not path or not line.isdigit():
             raise ValueError(f"path_line fact {value!r} is not 'path:line'")
-        p = _BEFORE + re.escape(path) + r"(?![\w/-]|\.\w)"
+        p = _BEFORE_PATH + re.escape(path) + _AFTER
         n = line + r"(?!\d)"
         after = p + r"[^\n]{0,12}?(?::|\bline\s*|\bl\s*|#)" + n
         before = r"\bline\s*" + n + r"\s*(?:of|in)\s+(?:file\s+)?" + p
         return re.compile(f"(?:{after})|(?:{before})")
-    return re.compile(_BEFORE + body + _AFTER)
+    return re.compile((_BEFORE_PATH if kind == "path" else _BEFORE) + body + _AFTER)
 
 
 def _number_value(token: str) -> float | None:

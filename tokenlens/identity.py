@@ -29,7 +29,8 @@ def calibration_id(
 
     def task_dict(task: Any) -> dict[str, Any]:
         if hasattr(task, "model_dump"):
-            return dict(task.model_dump(mode="json"))
+            unset = task.unset_agent_fields() if hasattr(task, "unset_agent_fields") else None
+            return dict(task.model_dump(mode="json", exclude=unset))
         return dict(task)
 
     task_list = sorted((task_dict(t) for t in tasks), key=lambda t: str(t.get("id", "")))

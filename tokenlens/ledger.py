@@ -68,7 +68,9 @@ def call_key(client_name: str, request: CompletionRequest, *, salt: str = "") ->
     material = {
         "v": KEY_VERSION,
         "client": client_name,
-        "request": request.model_dump(mode="json"),
+        "request": request.model_dump(
+            mode="json", exclude={"tools"} if request.tools is None else None
+        ),
         "salt": salt,
     }
     return hashlib.sha256(canonical(material).encode("utf-8")).hexdigest()

@@ -274,13 +274,14 @@ def _agreement_lines(agreement: JudgeAgreement) -> list[str]:
 # --------------------------------------------------------------------------- render
 
 
-def _summary(policy: Policy, curve: Curve) -> list[str]:
+def _summary(policy: Policy, curve: Curve, graders: Sequence[str] = ()) -> list[str]:
     return [
         f"Calibration {policy.calibration_id}, created {policy.created.isoformat()}",
         f"Answer model: {policy.model}; judge: {policy.judge}; tolerance "
         f"{_pct(policy.tolerance)}; decision mode: {policy.mode} "
         f"({_RULE_WORDS[policy.mode]}); "
         f"intervals: {curve.interval_method}, clustered by task.",
+        *graders,
     ]
 
 
@@ -294,6 +295,7 @@ def render_markdown(
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
     max_width: int | None = None,
+    graders: Sequence[str] = (),
 ) -> str:
     """The report as markdown; `max_width` turns wider tables into lists (for a narrow
     pane, `markdown_table`)."""
@@ -304,7 +306,7 @@ def render_markdown(
     parts = ["# TokenLens calibration report", ""]
     if local_model:
         parts += [f"> **{LOCAL_MODEL_BANNER}**", ""]
-    parts += [*_summary(policy, curve), ""]
+    parts += [*_summary(policy, curve, graders), ""]
     parts += ["## Policy", "", *policy_markdown(seed_lines(policy)), ""]
     if unavailable:
         parts += ["## Not measured", ""]
@@ -338,6 +340,7 @@ def render_html(
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
+    graders: Sequence[str] = (),
 ) -> str:
     """The report as one page (template `report.html.j2`), the plot inlined as SVG
     (matplotlib's own output, so it is inserted unescaped; every text it holds was
@@ -346,7 +349,7 @@ def render_html(
         "report.html.j2",
         calibration_id=policy.calibration_id,
         banner=LOCAL_MODEL_BANNER if local_model else None,
-        summary=_summary(policy, curve),
+        summary=_summary(policy, curve, graders),
         policy_text="\n".join(seed_lines(policy)),
         unavailable=list((unavailable or {}).items()),
         class_table=_class_table(policy),
@@ -369,12 +372,14 @@ def write_report(
     local_model: bool = False,
     unavailable: Mapping[str, str] | None = None,
     applied: Sequence[AppliedRetention] = (),
+    graders: Sequence[str] = (),
 ) -> ReportPaths:
     """Write `<folder>/<name>.md`, `.html` (self-contained) and `.png`, each all at once
     (`folder`: a path or a store URL).
 
     `unavailable` maps arm keys that could not run here (e.g. LLMLingua-2 without its
     weights) to the reason, so the report says what was not measured instead of omitting it.
+    `graders` are the summary's lines on which grader graded which classes.
     """
     out = location(folder)
     png, svg = plot_images(curve, policy)
@@ -391,6 +396,7 @@ def write_report(
             unavailable=unavailable,
             applied=applied,
             max_width=max_width,
+            graders=graders,
         )
 
     markdown, pane = render(None), render(PANE_WIDTH)
@@ -406,6 +412,7 @@ def write_report(
         local_model=local_model,
         unavailable=unavailable,
         applied=applied,
+        graders=graders,
     )
     paths.html.write_text(page)
     return paths

@@ -155,6 +155,11 @@ class CalibrationTask(BaseModel):
             raise ValueError("must not be empty or only whitespace")
         return value
 
+    def unset_agent_fields(self) -> set[str]:
+        """The agent fields this task leaves at their defaults: content hashes and
+        calibration ids leave them out, so a task without them hashes as it always did."""
+        return {name for name in ("facts", "body") if not getattr(self, name)}
+
     def to_request(self, *, model: str, max_tokens: int = 512) -> dict[str, Any]:
         """The Messages API body a real application would send for this task.
 

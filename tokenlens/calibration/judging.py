@@ -9,6 +9,7 @@ from tokenlens.calibration.cells import PairCell, pair_cells
 from tokenlens.calibration.stage_load import request_tokens
 from tokenlens.compress.arms import CONTROL, Arm
 from tokenlens.config import CalibrationConfig
+from tokenlens.fact_judge import FACTS, FactJudge
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import ModelClient
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow
@@ -92,7 +93,32 @@ def grade_jobs(
             jobs.append((judge_name, 0, pair))
             if config.judge_twice and pair.arm == CONTROL and judge_name != "metric":
                 jobs.append((judge_name, 1, pair))
+    if config.judge == "llm":  # the fact grader beside the LLM judge, on tasks with facts
+        with_facts = {t.id for t in tasks if t.facts}
+        jobs += [(FACTS, 0, pair) for pair in pairs if pair.task_id in with_facts]
     return jobs
+
+
+def grader_lines(config: CalibrationConfig, model: str, tasks: list[CalibrationTask]) -> list[str]:
+    """Which grader graded which classes, for the report."""
+    with_facts = sorted({t.task_class for t in tasks if t.facts})
+    without = sorted({t.task_class for t in tasks if not t.facts})
+    if not with_facts:
+        return []
+    facts = "the fact grader (share of the exact answer facts an answer states)"
+    if config.judge == "llm":
+        judge = config.judge_model or model
+        return [
+            f"Graders: the LLM judge {judge} graded and decided every class; {facts} "
+            f"also graded {', '.join(with_facts)} (judge `facts` in the grades table)."
+        ]
+    lines = [f"Graders: {facts} graded {', '.join(with_facts)}"]
+    if without:
+        lines[0] += f"; the reference metric graded {', '.join(without)}"
+    lines[0] += " (judge `metric` in the grades table; each row's note names its grader)."
+    if config.judge == "both":
+        lines.append(f"The LLM judge {config.judge_model or model} graded every class beside them.")
+    return lines
 
 
 class Grader:
@@ -109,6 +135,9 @@ class Grader:
         self._config = config
         self._judges = judges
         self._tasks = {t.id: t for t in tasks}
+        #: The tasks with facts: graded by them in the "metric" slot, and as `facts` beside
+        #: an LLM judge.
+        self._facts = {t.id: FactJudge(t.facts) for t in tasks if t.facts}
         self._comp: dict[tuple[str, str], CompressionRow] = {}
         self.know(compressions)
         from tokenlens.judge import render_request_text
@@ -163,7 +192,10 @@ class Grader:
             return row
         assert first is not None and second is not None
         assert first["text"] is not None and second["text"] is not None  # no error: a text
-        judge = self._judges[judge_name]
+        if judge_name in (FACTS, "metric") and pair.task_id in self._facts:
+            judge: Judge = self._facts[pair.task_id]
+        else:
+            judge = self._judges[judge_name]
         if judge_pass:
             assert isinstance(judge, LedgerJudge)  # judged twice: LLM judges only
             judge = judge.again

@@ -15,7 +15,8 @@ from tokenlens.tokens import estimate_tokens
 
 
 def task_hash(task: CalibrationTask) -> str:
-    return hashlib.sha256(task.model_dump_json().encode("utf-8")).hexdigest()
+    dumped = task.model_dump_json(exclude=task.unset_agent_fields())
+    return hashlib.sha256(dumped.encode("utf-8")).hexdigest()
 
 
 def select_tasks(config: CalibrationConfig) -> list[CalibrationTask]:

@@ -73,6 +73,7 @@ def publish_stage(
     import pandas as pd
 
     from tokenlens.calibration.carry import with_carry_over
+    from tokenlens.calibration.judging import grader_lines
     from tokenlens.decision import decide, exit_code, judge_agreement, unresolved_classes
     from tokenlens.policy import write_policy
     from tokenlens.report import write_report
@@ -116,6 +117,7 @@ def publish_stage(
         local_model=cal.backend == "local",
         unavailable=unavailable,
         applied=applied,
+        graders=grader_lines(cal.config, cal.model, tasks or []),
     )
     run_policy = run_folder.child("policy.json")
     run_policy.write_text(policy.model_dump_json(indent=2) + "\n")

@@ -6,7 +6,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from tokenlens.tasks import DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
+from tokenlens.tasks import AGENT_CLASSES, DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,7 +82,9 @@ def run_validate(args: argparse.Namespace) -> int:
     )
     print(header)
     print("-" * len(header))
-    ordered = [c for c in KNOWN_CLASSES if c in sizes] + sorted(set(sizes) - set(KNOWN_CLASSES))
+    # an agent set is checked against the agent classes, any other against the starter's
+    family = AGENT_CLASSES if set(sizes) <= set(AGENT_CLASSES) else KNOWN_CLASSES
+    ordered = [c for c in family if c in sizes] + sorted(set(sizes) - set(family))
     for name in ordered:
         values = sorted(sizes[name])
         median = values[len(values) // 2]
@@ -92,7 +94,7 @@ def run_validate(args: argparse.Namespace) -> int:
             f"{name:<24}{len(values):>6}{values[0]:>8}{median:>8}{values[-1]:>8}"
             f"{sum(values):>10}{long:>7}{share:>9}"
         )
-    absent = [c for c in KNOWN_CLASSES if c not in sizes]
+    absent = [c for c in family if c not in sizes]
     if absent:
         print(f"note: no tasks for {', '.join(absent)}")
     return 0

@@ -79,6 +79,8 @@ def request_params(
         params["temperature"] = request.temperature
     if request.system is not None:
         params["system"] = request.system
+    if request.tools:
+        params["tools"] = list(request.tools)
     if request.json_schema is not None:
         schema = transform_schema(request.json_schema)
         if structured == "tool":

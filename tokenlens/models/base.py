@@ -35,6 +35,10 @@ class CompletionRequest(BaseModel):
     seed: int = 0
     #: When set, the backend constrains output to this JSON schema and fills `parsed`.
     json_schema: dict[str, Any] | None = None
+    #: The tool definitions of an agent's body (the API refuses tool_use / tool_result
+    #: blocks without them). Left out of the ledger key when None, so keys of requests
+    #: without tools are what they always were.
+    tools: tuple[dict[str, Any], ...] | None = None
 
     @classmethod
     def from_body(cls, body: dict[str, Any], **overrides: Any) -> CompletionRequest:
@@ -47,6 +51,8 @@ class CompletionRequest(BaseModel):
         }
         if "temperature" in body:
             fields["temperature"] = body["temperature"]
+        if body.get("tools"):
+            fields["tools"] = tuple(body["tools"])
         fields.update(overrides)
         return cls(**fields)
 

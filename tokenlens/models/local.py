@@ -112,8 +112,9 @@ _INSTALL_HINT = (
 OFFLINE_BANNER = (
     "OFFLINE MODE: no ANTHROPIC_API_KEY, so answers come from a tiny local model ({model}), "
     "asked for brief answers (the same words on every arm), and grades from the reference "
-    "metric. These numbers describe the instrument on that model, not Claude; do not apply "
-    "a policy calibrated here to Claude traffic."
+    "metric (the fact grader for tasks with exact facts). These numbers describe the "
+    "instrument on that model, not Claude; do not apply a policy calibrated here to Claude "
+    "traffic."
 )
 #: Appended to the last user message of every answer request of the local backend
 #: (`brief_answer`), after compression, so every arm gets it alike: the tiny model's
@@ -280,9 +281,22 @@ def grammar_schema(schema: Any) -> Any:
 
 
 def _content_text(content: str | list[dict[str, Any]]) -> str:
+    """The text a chat template gets for a content: text blocks, and an agent's tool calls
+    and tool results written out (a small model has no tool format of its own)."""
     if isinstance(content, str):
         return content
-    return "\n\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    parts: list[str] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            call = json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+            parts.append(f"[tool call {block.get('name', '')}: {call}]")
+        elif kind == "tool_result":
+            inner = block.get("content", "")
+            parts.append("[tool result]\n" + _content_text(inner if inner else ""))
+    return "\n\n".join(parts)
 
 
 def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:

@@ -687,4 +687,15 @@ def _validate_messages_body(body: Any) -> str | None:
     temperature = body.get("temperature", 1.0)
     if not isinstance(temperature, int | float) or not 0.0 <= temperature <= 1.0:
         return "temperature: must be between 0 and 1"
+    if not body.get("tools") and _has_tool_blocks(body["messages"]):
+        return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     return None
+
+
+def _has_tool_blocks(messages: list[Any]) -> bool:
+    return any(
+        isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result")
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for block in message["content"]
+    )

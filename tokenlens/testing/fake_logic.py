@@ -57,6 +57,17 @@ def _text_blocks(content: Any) -> list[str]:
     ]
 
 
+def _tool_results(content: Any) -> list[str]:
+    """The tool_result texts of a content (an agent's last message carries the newest)."""
+    if isinstance(content, str):
+        return []
+    return [
+        block_text(b.get("content", ""))
+        for b in content or []
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+
+
 def split_prompt(body: dict[str, Any]) -> tuple[str, list[str]]:
     """(question, context passages) of a Messages API body.
 
@@ -101,10 +112,18 @@ def fake_answer(body: dict[str, Any], rng: random.Random, forget_rate: float = 0
     sampled answer may miss a second fact or carry an unrelated sentence. `forget_rate` is
     the share of answers that claim the context lacks the information: a model that got
     worse, for tests of drift (0 draws nothing, so answers stay as they were).
+
+    An agent's turn (its last message carries tool results) is answered from that tool
+    output alone, cut into lines like any passage: the answer quotes output lines as read,
+    so a fact the compression dropped is missing from it. The task's facts are never read.
     """
     if forget_rate > 0 and rng.random() < forget_rate:
         return NOT_FOUND_ANSWER
     question, passages = split_prompt(body)
+    messages = body.get("messages") or []
+    tool_output = _tool_results(messages[-1].get("content", "")) if messages else []
+    if tool_output:  # an agent's turn: answer from the newest tool output, line by line
+        passages = tool_output
     q_terms = content_terms(question)
     candidates = sentences(passages)
     overlaps = [len(q_terms & content_terms(s)) for s in candidates]

@@ -1,0 +1,107 @@
+"""Capture the agent task set: tasks_data/agent/<kind>[-N].jsonl.
+
+    .venv/bin/python scripts/agentgen                  # every kind
+    .venv/bin/python scripts/agentgen agent-vcs        # one kind
+
+Runs real commands (grep, ls, find, cat -n, pip, jq, sed/tail, zcat, pytest, git log) over
+material installed on a Debian 12 machine with the project's environment, and over two
+cloned repositories (see kinds.REPOS). Each output becomes the tool_result of a coding
+agent's Messages body; the question, its facts and the reference are computed from that
+output by derive.py (never typed). Deterministic where the commands are: every choice is
+seeded, but a different machine has other files, logs and timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from common import Candidate, body, spread, tool_ids
+from derive import Unanswerable, derive
+from kinds import KINDS
+
+from tokenlens.facts import Fact
+from tokenlens.tasks import CalibrationTask, write_tasks
+
+OUT = Path(__file__).resolve().parents[2] / "tasks_data" / "agent"
+#: Split a kind's file before it reaches the house limit of 5 MB.
+SPLIT_BYTES = 4_000_000
+
+
+def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
+    """The first of the candidate's templates its output answers, as a task."""
+    output = candidate.rounds[-1].output
+    if not all(r.output.strip() for r in candidate.rounds):
+        return None
+    for template, arg in candidate.templates:
+        try:
+            question, facts, reference = derive(template, arg, output)
+        except Unanswerable:
+            continue
+        ids = tool_ids(candidate.key, len(candidate.rounds))
+        return CalibrationTask(
+            id=f"{candidate.kind}-{number:03d}",
+            task_class=candidate.kind,
+            question=question,
+            context="\n\n".join(r.output for r in candidate.rounds),
+            reference=reference,
+            body=body(candidate.request, candidate.rounds, question, ids),
+            facts=tuple(Fact(kind=k, value=v, source=ids[-1]) for k, v in facts),  # type: ignore[arg-type]
+            tags=(
+                f"source:{candidate.source}",
+                f"licence:{candidate.licence}",
+                f"template:{template}",
+                "arg:" + json.dumps(arg, ensure_ascii=False),
+            ),
+        )
+    return None
+
+
+def capture(kind: str) -> list[CalibrationTask]:
+    candidates = KINDS[kind]()
+    template: dict[str, str] = {}
+    for c in candidates:
+        task = make_task(c, 0)
+        if task is not None:
+            template[c.key] = next(t for t in task.tags if t.startswith("template:"))
+    answerable = [c for c in candidates if c.key in template]
+    chosen = spread(answerable, seed=kind, group=lambda c: template[c.key])
+    tasks = [make_task(c, i + 1) for i, c in enumerate(chosen)]
+    return [t for t in tasks if t is not None]
+
+
+def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
+    for old in OUT.glob(f"{kind}*.jsonl"):
+        old.unlink()
+    parts: list[list[CalibrationTask]] = [[]]
+    size = 0
+    for task in tasks:
+        line = len(json.dumps(task.model_dump(mode="json"), ensure_ascii=False).encode())
+        if parts[-1] and size + line > SPLIT_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(task)
+        size += line
+    paths = []
+    for n, part in enumerate(parts, start=1):
+        path = OUT / (f"{kind}.jsonl" if len(parts) == 1 else f"{kind}-{n}.jsonl")
+        write_tasks(part, path)
+        paths.append(path)
+    return paths
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kinds", nargs="*", default=list(KINDS))
+    args = parser.parse_args()
+    for kind in args.kinds:
+        tasks = capture(kind)
+        paths = write(kind, tasks)
+        print(f"{kind}: {len(tasks)} tasks -> {', '.join(p.name for p in paths)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
