@@ -179,6 +179,7 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
         "worst task",
         "tasks / pairs",
         "errors / broken / set aside",
+        "fabricated / unmarked / facts lost",
     ]
     rows = []
     order = {name: i for i, name in enumerate([*curve.classes(), ALL_CLASSES])}
@@ -200,6 +201,10 @@ def _curve_table(curve: Curve) -> tuple[list[str], list[list[str]]]:
                 _pct(r.worst_case),
                 f"{r.n_tasks} / {r.n_pairs}",
                 f"{r.n_errors} / {r.n_broken} / {_count(r.n_set_aside)}",
+                " / ".join(
+                    _count(getattr(r, col, None))
+                    for col in ("fabricated_lines", "unmarked_drops", "facts_lost")
+                ),
             ]
         )
     return header, rows

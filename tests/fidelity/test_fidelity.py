@@ -307,3 +307,34 @@ def test_codecs_and_markers_combined_pass(lines: list[str], rnd: random.Random) 
             i += 1
     folded = fold(out)
     assert check_text(original, "\n".join(folded)).faithful
+
+
+def test_a_log_line_that_starts_like_json_is_read_as_lines() -> None:
+    original = "\n".join(f"[{n}] step {n} done" for n in range(1, 9))
+    lines = original.split("\n")
+    assert check_text(original, "\n".join([*lines[:2], format_marker(3, 6), *lines[6:]])).faithful
+    assert check_text(original, "\n".join([*lines[:2], *lines[6:]])).unmarked_drops == 4
+
+
+@PROPS
+@given(
+    st.lists(st.tuples(_scalar, _scalar), min_size=2, max_size=25),
+    st.randoms(use_true_random=False),
+)
+def test_marked_items_of_a_json_array_pass(
+    cells: list[tuple[object, object]], rnd: random.Random
+) -> None:
+    rows = [{"name": a, "version": b} for a, b in cells]
+    original = json.dumps(rows, indent=2)
+    start = rnd.randrange(len(rows))
+    end = rnd.randrange(start, len(rows))
+    kept: list[object] = [*rows[:start], format_marker(start + 1, end + 1, "items")]
+    kept += rows[end + 1 :]
+    assert check_text(original, json.dumps(kept)).faithful
+    table = to_table(rows)
+    assert table is not None
+    head, *body = table.split("\n")
+    marked = [head, *body[:start], format_marker(start + 1, end + 1, "items"), *body[end + 1 :]]
+    assert check_text(original, "\n".join(marked)).faithful
+    silent = [head, *body[:start], *body[end + 1 :]]
+    assert check_text(original, "\n".join(silent)).unmarked_drops >= 1

@@ -333,7 +333,9 @@ def _final_class_table(
         if r.arm != CONTROL and r.status not in keep
     )
     statuses = [
-        s if s in keep else walk.statuses.get(a, s)
+        s
+        if s in keep or (s == "unfaithful" and walk.statuses.get(a) == "failed")
+        else walk.statuses.get(a, s)
         for a, s in zip(table["arm"], table["status"], strict=True)
     ]
     table = table.assign(status=statuses, chosen=table["arm"] == walk.chosen)
