@@ -39,6 +39,7 @@ def _agent_body() -> dict[str, Any]:
     return {
         "model": "claude-haiku-4-5",
         "max_tokens": 50,
+        "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
         "messages": [
             {"role": "user", "content": "Where does aiohttp use self._loop?"},
             {"role": "assistant", "content": [use]},
