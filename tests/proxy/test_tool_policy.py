@@ -107,6 +107,7 @@ def test_proxy_applies_the_policys_tool_arm_and_reports_it_apart(
     assert feed["tool_output"]["requests"] == 1 and feed["tool_output"]["tokens_saved"] > 0
     metrics = httpx.get(f"{proxy.base_url}/metrics").text
     assert 'tokenlens_tool_output_tokens_total{stage="original"}' in metrics
+    assert "Tool output saved" in httpx.get(f"{proxy.base_url}/tokenlens/").text
     # plain traffic: no tool output, the class's own arm only, nothing counted apart
     plain = messages_body()
     _post(proxy, plain)
