@@ -86,7 +86,8 @@ def session_body(turns: int | None = None, copies: int = 1) -> dict[str, Any]:
             result = {"type": "tool_result", "tool_use_id": use_id, "content": turn["output"]}
             messages.append({"role": "user", "content": [result]})
     messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
-    return {"model": "claude-haiku-4-5", "max_tokens": 16, "messages": messages}
+    bash = {"name": "bash", "input_schema": {"type": "object"}}
+    return {"model": "claude-haiku-4-5", "max_tokens": 16, "tools": [bash], "messages": messages}
 
 
 def agent_bodies(limit: int, folder: Path = AGENT_SET) -> list[dict[str, Any]]:
@@ -271,7 +272,9 @@ def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
         for _ in range(args.big):
             for name in times:
                 started = time.perf_counter()
-                client.post(f"{client_urls[name]}/v1/messages", json=body, headers=HEADERS)
+                reply = client.post(f"{client_urls[name]}/v1/messages", json=body, headers=HEADERS)
+                if reply.status_code != 200:
+                    raise SystemExit(f"{name}: HTTP {reply.status_code}: {reply.text[:200]}")
                 times[name].append((time.perf_counter() - started) * 1000)
     over = [t - p for t, p in zip(times["tokenlens"], times["passthrough"], strict=True)]
     print(f"\n~{tokens} tokens body x {args.big}, load average {os.getloadavg()[0]:.2f}")

@@ -25,6 +25,7 @@ COMMANDS: tuple[str, ...] = (
     "history",
     "bench",
     "fidelity",
+    "tool-policy",
     "serve",
     "review",
     "classify",

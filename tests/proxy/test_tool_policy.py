@@ -39,6 +39,7 @@ def _agent_body() -> dict[str, Any]:
     return {
         "model": "claude-haiku-4-5",
         "max_tokens": 50,
+        "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
         "messages": [
             {"role": "user", "content": "Where does aiohttp use self._loop?"},
             {"role": "assistant", "content": [use]},
@@ -55,6 +56,15 @@ def _agent_body() -> dict[str, Any]:
             },
         ],
     }
+
+
+def _start(
+    start_proxy: StartProxy, fake: FakeAnthropic, folder: Path, **settings: Any
+) -> ProxyServer:
+    """The proxy with `_tool_policy()` published in `folder`."""
+    write_policy(_tool_policy(), folder)
+    policy = folder / "latest.json"
+    return start_proxy(ProxySettings(upstream=fake.base_url, policy_path=policy, **settings))
 
 
 def _post(proxy: ProxyServer, body: dict[str, Any]) -> httpx.Response:
@@ -84,14 +94,7 @@ def test_rules_measured_applies_provisional_only_when_allowed_none_gets_lossless
 def test_proxy_applies_the_policys_tool_arm_and_reports_it_apart(
     fake_anthropic: FakeAnthropic, start_proxy: StartProxy, tmp_path: Path
 ) -> None:
-    write_policy(_tool_policy(), tmp_path)
-    proxy = start_proxy(
-        ProxySettings(
-            upstream=fake_anthropic.base_url,
-            policy_path=tmp_path / "latest.json",
-            compress_budget_ms=60000,
-        )
-    )
+    proxy = _start(start_proxy, fake_anthropic, tmp_path, compress_budget_ms=60000)
     body = _agent_body()
     assert _post(proxy, body).status_code == 200
     sent = fake_anthropic.calls("/v1/messages")[-1].body
@@ -104,6 +107,7 @@ def test_proxy_applies_the_policys_tool_arm_and_reports_it_apart(
     assert feed["tool_output"]["requests"] == 1 and feed["tool_output"]["tokens_saved"] > 0
     metrics = httpx.get(f"{proxy.base_url}/metrics").text
     assert 'tokenlens_tool_output_tokens_total{stage="original"}' in metrics
+    assert "Tool output saved" in httpx.get(f"{proxy.base_url}/tokenlens/").text
     # plain traffic: no tool output, the class's own arm only, nothing counted apart
     plain = messages_body()
     _post(proxy, plain)
@@ -133,14 +137,7 @@ def test_a_crashing_codec_fails_open_with_tool_arms(
 def test_a_policy_change_of_tool_arms_is_counted(
     fake_anthropic: FakeAnthropic, start_proxy: StartProxy, tmp_path: Path
 ) -> None:
-    write_policy(_tool_policy(), tmp_path)
-    proxy = start_proxy(
-        ProxySettings(
-            upstream=fake_anthropic.base_url,
-            policy_path=tmp_path / "latest.json",
-            reload_interval_s=0.05,
-        )
-    )
+    proxy = _start(start_proxy, fake_anthropic, tmp_path, reload_interval_s=0.05)
     # a new calibration with the same tool arms changes no prefix
     write_policy(_tool_policy(cid="cal-22222222"), tmp_path)
     _wait(lambda: proxy.feed()["policy"]["calibration_id"] == "cal-22222222")

@@ -33,7 +33,7 @@ from typing import Any
 
 from tokenlens.compress.toolout.jsoncodec import to_table
 from tokenlens.compress.toolout.kinds import command_of
-from tokenlens.compress.toolout.lines import FOLD, fold, group_hits
+from tokenlens.compress.toolout.lines import FOLD, GREP_HIT, fold, group_hits
 from tokenlens.compress.toolout.markers import format_marker, parse_any
 from tokenlens.compress.toolout.render import render_lines
 
@@ -142,7 +142,43 @@ def _lines_out(text: str, arm: ToolArm, tool_use: dict[str, Any] | None) -> str:
     out_lines: list[str] = []
     for piece in pieces:
         out_lines.extend(piece if isinstance(piece, list) else [piece])
-    return "\n".join(group_hits(out_lines))
+    if any(map(GREP_HIT.match, lines)):  # grep output: hits under their file instead
+        return "\n".join(group_hits(out_lines))
+    return "\n".join(group_paths(out_lines, frozenset(lines)))
+
+
+_PATH = re.compile(r"^(?P<dir>[^\s:]*/)(?P<name>[^/]+)$")
+#: Consecutive paths of one folder grouped under it from this many on.
+MIN_GROUP = 3
+
+
+def group_paths(lines: list[str], original: frozenset[str] = frozenset()) -> list[str]:
+    """Consecutive paths in one folder under a heading line naming the folder.
+
+    ``./cppgc/heap.h`` and ``./cppgc/macros.h`` become ``./cppgc/`` then ``heap.h`` and
+    ``macros.h`` (the fidelity check reads a name under a heading ending in ``/`` as the
+    heading plus the name: an exact decode). Never when the heading is itself a line of
+    the original output (`original`), which would read as that line.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = _PATH.match(lines[i])
+        folder = match["dir"] if match else None
+        j = i
+        while folder is not None and j < len(lines):
+            other = _PATH.match(lines[j])
+            if other is None or other["dir"] != folder or other["name"].startswith((" ", "\t")):
+                break
+            j += 1
+        if folder is None or j - i < MIN_GROUP or folder in original or folder == "/":
+            out.append(lines[i])
+            i += 1
+            continue
+        out.append(folder)
+        out.extend(line[len(folder) :] for line in lines[i:j])
+        i = j
+    return out
 
 
 def _json_value(text: str) -> Any:
