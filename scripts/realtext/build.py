@@ -171,6 +171,8 @@ def long_doc_qa(pools: Pools) -> list[dict[str, Any]]:
                 and flat.count(o.sentence) == 1
                 and flat.count(o.head) >= 1
             ]
+            optionlike = [o for o in good if o.head.startswith("-") or o.head.endswith("=")]
+            good = optionlike if len(optionlike) >= 3 else good
             if len(good) < 3:
                 continue
             option = good[len(good) // 2]
@@ -497,7 +499,8 @@ def code_context(pools: Pools) -> list[dict[str, Any]]:
             pick = None
             for d in found[len(found) // 3 :]:
                 name = d.node.name
-                if names[name] == 1 and len(name) >= 5 and not name.startswith("__"):
+                private = name.startswith("_") and not name.startswith("__")
+                if names[name] == 1 and len(name) >= 5 and private:
                     who = parse.callers(tree, name)
                     if 2 <= len(who) <= 5:
                         pick = (d, who)
@@ -620,7 +623,7 @@ def chat_history(pools: Pools) -> list[dict[str, Any]]:
                 "including *args and **kwargs, and give both counts."
             )
             more = f.node.name if nf > ng else g
-            ref = f"`{more}` takes more: `{f.node.name}` has {nf} parameters, `{g}` has {ng}."
+            ref = f"`{more}` takes more: `{f.node.name}` has {_count(nf)}, `{g}` has {_count(ng)}."
             yield task(
                 f"chat-functions-{slug(f.node.name)}-{slug(g)}",
                 "chat-history",
@@ -633,6 +636,10 @@ def chat_history(pools: Pools) -> list[dict[str, Any]]:
             )
 
     return _collect(changelogs) + _collect(functions)
+
+
+def _count(n: int) -> str:
+    return f"{n} parameter" + ("" if n == 1 else "s")
 
 
 def _arity(d: parse.Def) -> int:
