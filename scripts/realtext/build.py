@@ -150,6 +150,14 @@ def _python(path: str) -> tuple[str, int]:
     return text, estimate_tokens(text)
 
 
+def _stdlib(pools: Pools, bounds: tuple[int, int]) -> Iterator[tuple[str, str]]:
+    """(path, text) of the standard-library modules whose size is within `bounds` tokens."""
+    for path in pools.stdlib:
+        text, size = _python(path)
+        if _in(size, bounds):
+            yield path, text
+
+
 # --- the classes -----------------------------------------------------------------------
 
 
@@ -297,10 +305,7 @@ def extraction(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def constants() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (500, 15_000)):
-                continue
+        for path, text in _stdlib(pools, (500, 15_000)):
             found = parse.constants(ast.parse(text))
             names = [
                 k
@@ -419,10 +424,7 @@ def instruction_following(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def functions() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (600, 6_000)):
-                continue
+        for path, text in _stdlib(pools, (600, 6_000)):
             tree = ast.parse(text)
             names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
             if not 3 <= len(names) <= 12 or len(set(names)) != len(names):
@@ -452,10 +454,7 @@ def instruction_following(pools: Pools) -> list[dict[str, Any]]:
 
 def code_context(pools: Pools) -> list[dict[str, Any]]:
     def signatures() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, LONG):
-                continue
+        for path, text in _stdlib(pools, LONG):
             tree = ast.parse(text)
             found = parse.defs(tree)
             names = Counter(d.node.name for d in found)
@@ -489,10 +488,7 @@ def code_context(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def calls() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (1_500, 9_999)):
-                continue
+        for path, text in _stdlib(pools, (1_500, 9_999)):
             tree = ast.parse(text)
             found = parse.defs(tree)
             names = Counter(d.node.name for d in found)
