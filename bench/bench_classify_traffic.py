@@ -1,14 +1,16 @@
 """The request classifier on harvested traffic: requests it never saw, captured by the proxy.
 
-Traffic: new instances of every generated task family (`scripts/taskgen`, numbers the
-starter set does not use), sent as an application would, through a real `tokenlens serve
---capture` (no policy, 100 % sampling) to the loopback Anthropic server, each with its true
-class in `x-tokenlens-class`, as an application that knows its classes sends it. Then
+Traffic: instances of every synthetic template family (`scripts/taskgen`; since the
+starter set is real text, none of these templates is in it), sent as an application
+would, through a real `tokenlens serve --capture` (no policy, 100 % sampling) to the
+loopback Anthropic server, each with its true class in `x-tokenlens-class`, as an
+application that knows its classes sends it. Then
 `tokenlens tasks harvest` turns the captures into tasks (questions and contexts cut the
 way the ladder sees them, not the way the generator wrote them), and the classifier fitted
 on the training part of the starter set (outside `tasks_data/classifier-heldout.txt`)
-labels them. Printed: the whole harvested set, then the part from families held out of the
-fit (new request templates) and the part from families it was fitted on (new instances).
+labels them. Printed: the whole harvested set, then the part from families the fit never
+saw (new request templates: all of it, with the real-text starter set) and any part from
+families it was fitted on.
 
 Prints figures; asserts nothing (the held-out split's figures are a test).
 
@@ -102,8 +104,8 @@ def main() -> None:
     requests = traffic(args.per_family)
     print(f"traffic: {len(requests)} requests from {len({f for f, _, _ in requests})} families")
     starter = load_tasks(DEFAULT_TASKS_PATH)
-    train, held = split_holdout(starter, HELDOUT)
-    unseen_families = {task_family(t.id) for t in held}
+    train, _ = split_holdout(starter, HELDOUT)
+    fitted_families = {task_family(t.id) for t in train}
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         upstream, upstream_url = start_upstream("fake", 0.0)
@@ -146,12 +148,12 @@ def main() -> None:
             for f, _, body in requests
         }
         parts: dict[str, list[tuple[str, str | None]]] = {
-            "held-out families": [],
+            "families the fit never saw": [],
             "fitted families": [],
         }
         for task, body in zip(tasks, task_bodies(tasks), strict=True):
             family = family_of.get((task.question, task.context))
-            key = "held-out families" if family in unseen_families else "fitted families"
+            key = "fitted families" if family in fitted_families else "families the fit never saw"
             parts[key].append((task.task_class, bundle.predict(body).label))
         for key, pairs in parts.items():
             if not pairs:
@@ -159,7 +161,7 @@ def main() -> None:
             right, unsure, wrong = count([t for t, _ in pairs], [p for _, p in pairs])
             n = len(pairs)
             print(
-                f"{key:<18} {n:>4} tasks: right {right} ({right / n:.1%}), unsure {unsure} "
+                f"{key:<26} {n:>4} tasks: right {right} ({right / n:.1%}), unsure {unsure} "
                 f"({unsure / n:.1%}), wrong {wrong} ({wrong / n:.1%})"
             )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

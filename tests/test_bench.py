@@ -77,6 +77,7 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"load average",
     ),
     "bench_upstream_checks.py": (r"round 1: p50 plain \d+\.\d us", r"header check"),
+    "bench_task_set.py": (r"prune@0\.5", r"\n  extraction +\d+\.\d%", r"zlib ratio of real text"),
 }
 
 #: scripts in bench/ not run here, and why.

@@ -41,12 +41,47 @@ def render() -> dict[str, str]:
     return out
 
 
+DOC = OUT.parents[1] / "docs" / "calibration-sources.md"
+
+
+def sources_doc(rows: list[dict[str, object]]) -> str:
+    """The page that says where each real-text context came from, and under which licence."""
+    lines = [
+        "# Where the starter set's real text comes from",
+        "",
+        "Every context of the `real-*.jsonl` files of `tasks_data/starter/` is cut from a file",
+        "a Debian 12 package installs, named here with the package's version and the licence",
+        "its `/usr/share/doc/<package>/copyright` file gives (the `Files: *` stanza). Man pages",
+        "are as `man` prints them at 80 columns; changelogs are runs of whole entries; Python",
+        "modules are whole files or one function of one. The same record is in each task's",
+        "`source` field. The written tasks (`00-written.jsonl`) were written for this project.",
+        "",
+        "| task | package | version | file | licence |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        for src in row["source"]:  # type: ignore[attr-defined]
+            lines.append(
+                f"| `{row['id']}` | {src['package']} | {src['version']} | `{src['path']}` "
+                f"| {src['licence']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
     args = parser.parse_args()
     stale = []
-    for name, text in render().items():
+    rendered = render()
+    rows = [json.loads(line) for text in rendered.values() for line in text.splitlines()]
+    doc = sources_doc(rows)
+    if args.check:
+        if not DOC.is_file() or DOC.read_text(encoding="utf-8") != doc:
+            stale.append(DOC.name)
+    else:
+        DOC.write_text(doc, encoding="utf-8")
+    for name, text in rendered.items():
         path = OUT / f"real-{name}.jsonl"
         size = len(text.encode("utf-8"))
         if size > LIMIT:

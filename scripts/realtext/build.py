@@ -150,6 +150,14 @@ def _python(path: str) -> tuple[str, int]:
     return text, estimate_tokens(text)
 
 
+def _stdlib(pools: Pools, bounds: tuple[int, int]) -> Iterator[tuple[str, str]]:
+    """(path, text) of the standard-library modules whose size is within `bounds` tokens."""
+    for path in pools.stdlib:
+        text, size = _python(path)
+        if _in(size, bounds):
+            yield path, text
+
+
 # --- the classes -----------------------------------------------------------------------
 
 
@@ -171,6 +179,8 @@ def long_doc_qa(pools: Pools) -> list[dict[str, Any]]:
                 and flat.count(o.sentence) == 1
                 and flat.count(o.head) >= 1
             ]
+            optionlike = [o for o in good if o.head.startswith("-") or o.head.endswith("=")]
+            good = optionlike if len(optionlike) >= 3 else good
             if len(good) < 3:
                 continue
             option = good[len(good) // 2]
@@ -295,10 +305,7 @@ def extraction(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def constants() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (500, 15_000)):
-                continue
+        for path, text in _stdlib(pools, (500, 15_000)):
             found = parse.constants(ast.parse(text))
             names = [
                 k
@@ -417,10 +424,7 @@ def instruction_following(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def functions() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (600, 6_000)):
-                continue
+        for path, text in _stdlib(pools, (600, 6_000)):
             tree = ast.parse(text)
             names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
             if not 3 <= len(names) <= 12 or len(set(names)) != len(names):
@@ -450,10 +454,7 @@ def instruction_following(pools: Pools) -> list[dict[str, Any]]:
 
 def code_context(pools: Pools) -> list[dict[str, Any]]:
     def signatures() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, LONG):
-                continue
+        for path, text in _stdlib(pools, LONG):
             tree = ast.parse(text)
             found = parse.defs(tree)
             names = Counter(d.node.name for d in found)
@@ -487,17 +488,15 @@ def code_context(pools: Pools) -> list[dict[str, Any]]:
             )
 
     def calls() -> Iterator[dict[str, Any]]:
-        for path in pools.stdlib:
-            text, size = _python(path)
-            if not _in(size, (1_500, 9_999)):
-                continue
+        for path, text in _stdlib(pools, (1_500, 9_999)):
             tree = ast.parse(text)
             found = parse.defs(tree)
             names = Counter(d.node.name for d in found)
             pick = None
             for d in found[len(found) // 3 :]:
                 name = d.node.name
-                if names[name] == 1 and len(name) >= 5 and not name.startswith("__"):
+                private = name.startswith("_") and not name.startswith("__")
+                if names[name] == 1 and len(name) >= 5 and private:
                     who = parse.callers(tree, name)
                     if 2 <= len(who) <= 5:
                         pick = (d, who)
@@ -620,7 +619,7 @@ def chat_history(pools: Pools) -> list[dict[str, Any]]:
                 "including *args and **kwargs, and give both counts."
             )
             more = f.node.name if nf > ng else g
-            ref = f"`{more}` takes more: `{f.node.name}` has {nf} parameters, `{g}` has {ng}."
+            ref = f"`{more}` takes more: `{f.node.name}` has {_count(nf)}, `{g}` has {_count(ng)}."
             yield task(
                 f"chat-functions-{slug(f.node.name)}-{slug(g)}",
                 "chat-history",
@@ -633,6 +632,10 @@ def chat_history(pools: Pools) -> list[dict[str, Any]]:
             )
 
     return _collect(changelogs) + _collect(functions)
+
+
+def _count(n: int) -> str:
+    return f"{n} parameter" + ("" if n == 1 else "s")
 
 
 def _arity(d: parse.Def) -> int:

@@ -108,7 +108,8 @@ def man_options(text: str) -> list[Option]:
             if head.endswith((".", ":")) or len(head.split()) > 6:
                 continue  # a sentence of a paragraph, not a term
             body = " ".join(match.group(2).split())
-            first = re.split(r"(?<=[a-z0-9)][.!?])\s", body, maxsplit=1)[0]
+            # a sentence ends before a capital ("i.e. a file" goes on)
+            first = re.split(r"(?<=[a-z0-9)][.!?])\s+(?=[A-Z])", body, maxsplit=1)[0]
             if "\u2010 " in first:
                 continue  # a word hyphenated across lines: not verbatim in the text
             if 6 <= len(first.split()) <= 40 and first.endswith("."):

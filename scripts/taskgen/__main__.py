@@ -55,6 +55,8 @@ def main() -> int:
     parser.add_argument("classes", nargs="*", default=list(MODULES))
     args = parser.parse_args()
     stale = []
+    if not args.check:
+        args.out.mkdir(parents=True, exist_ok=True)
     for name in args.classes:
         text = render(name)
         path = args.out / f"gen-{name}.jsonl"

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 SEQUENTIAL: dict[str, Any] = {
     "classes": ("extraction",),
     # the 20 written extraction tasks (the first 20 of the class): a fixed sample, so the
-    # test neither grows nor slows as the generated part of the starter set grows
+    # test neither grows nor slows as the rest of the starter set changes
     "max_tasks_per_class": 20,
     "methods": ("safe", "prune", "select"),
     "rates": (0.8, 0.2),

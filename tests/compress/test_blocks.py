@@ -108,6 +108,8 @@ def test_pruning_an_indented_man_page_removes_prose_and_keeps_its_examples() -> 
         "    total += item\n",
         "    SELECT name FROM users WHERE the id is the one that was given.\n",
         "\tThe next line is code: it ends with a brace, so this is code {\n",
+        '        raise ValueError("Bad value. Use a positive integer instead of the given one")\n',
+        "        result = the sum of every item. It is returned to the caller as is.\n",
     ],
 )
 def test_indented_text_that_shows_any_sign_of_code_stays_code(text: str) -> None:

@@ -324,6 +324,9 @@ def _classify(text: str, lines: Sequence[str]) -> str:
 _WORD = re.compile(r"^[(\"'“‘]?[A-Za-z][A-Za-z'’‐-]*[)\"'”’]?[.,;:!?]?[)\"'”’]?$")
 #: A sentence ends: a full stop, "?" or "!" before a blank or the end of the text.
 _SENTENCE_END = re.compile(r"[.!?][)\"'”’]?(\s|$)")
+#: A call or a subscript-free code token: a name right before "(" (a man page's "less(1)"
+#: section reference excepted), an assignment or comparison, an attribute of self.
+_CODE_TOKEN = re.compile(r"[A-Za-z_]\((?!\d\w?\))|[=!<>]=|\s=\s|\bself\.")
 #: Openers of a comment or docstring line in code.
 _COMMENT_HEADS = ("#", "//", "/*", '"""', "'''")
 
@@ -335,12 +338,15 @@ def _indented_prose(stripped: str, lines: Sequence[str]) -> bool:
     (three) untouched. Nothing else here marks the paragraph as code (those tests ran
     before), so it counts as prose only on positive evidence: at least eight words, seven
     in ten of its whitespace-separated pieces plain words, a sentence that ends, every line
-    holding a word, no line that opens or ends like code or a comment. An indented shell
-    command, config line or code without a keyword stays code.
+    holding a word, no call, assignment or comparison, no line that opens or ends like
+    code or a comment. An indented shell command, config line, code without a keyword, or
+    a line of code carrying a sentence in a string stays code.
     """
     pieces = stripped.split()
     words = sum(1 for piece in pieces if _WORD.match(piece))
     if words < 8 or words < 0.7 * len(pieces) or not _SENTENCE_END.search(stripped):
+        return False
+    if _CODE_TOKEN.search(stripped):
         return False
     for line in lines:
         bare = line.strip()
