@@ -10,6 +10,7 @@ import pytest
 
 from tokenlens.commands.plan_view import PlanInputs, build_plans, lever_lines
 from tokenlens.decision.planner import (
+    JudgeOption,
     best_option,
     judge_options,
     next_lever,
@@ -64,6 +65,22 @@ def test_a_lever_run_reads_every_arm_and_counts_its_readings() -> None:
     assert one.cost_usd < result.cost_usd
 
 
+def _options(share: float, n_arms: int = 4) -> list[JudgeOption]:
+    """Options at a ✓'s 60 tasks for a 0.97 arm, priced on Haiku (answers and judge)."""
+    haiku = "claude-haiku-4-5"
+    return judge_options(
+        tolerance=0.95,
+        retention=0.97,
+        spread=Spread(0.05, 0.10),
+        judge_share=share,
+        tasks=60,
+        n_arms=n_arms,
+        prompt_tokens=1000,
+        model=haiku,
+        judge_model=haiku,
+    )
+
+
 def test_the_planner_judges_twice_only_where_the_judge_is_the_noise() -> None:
     spread = Spread(0.05, 0.10)
     quiet_judge = read_spread(spread, 0.0, 2)
@@ -72,18 +89,7 @@ def test_the_planner_judges_twice_only_where_the_judge_is_the_noise() -> None:
     assert power_at(0.02, spread, 60, 3) > power_at(0.02, spread, 20, 3)
 
     def step(share: float) -> str:
-        options = judge_options(
-            tolerance=0.95,
-            retention=0.97,
-            spread=spread,
-            judge_share=share,
-            tasks=60,
-            n_arms=4,
-            prompt_tokens=1000,
-            model="claude-haiku-4-5",
-            judge_model="claude-haiku-4-5",
-        )
-        found = next_lever(options, 3, 1)
+        found = next_lever(_options(share), 3, 1)
         assert found is not None
         return found[0]
 
@@ -104,22 +110,9 @@ def test_plan_says_which_lever_buys_more_for_a_measured_class() -> None:
     ]
     inputs = PlanInputs("run-1", 0.95, "claude-haiku-4-5", curve)  # type: ignore[arg-type]
     plans = build_plans(inputs, model="claude-haiku-4-5", judge_model="claude-haiku-4-5")
-    (line,) = lever_lines(
-        inputs, plans, model="claude-haiku-4-5", judge_model="claude-haiku-4-5"
-    )
+    (line,) = lever_lines(inputs, plans, model="claude-haiku-4-5", judge_model="claude-haiku-4-5")
     assert "qa" in line and "91% of the noise floor (measured)" in line
     assert "next dollar: both A/B orders" in line
-    options = judge_options(
-        tolerance=0.95,
-        retention=0.97,
-        spread=Spread(0.05, 0.10),
-        judge_share=0.91,
-        tasks=60,
-        n_arms=1,
-        prompt_tokens=1000,
-        model="claude-haiku-4-5",
-        judge_model="claude-haiku-4-5",
-    )
-    best = best_option(options)
+    best = best_option(_options(0.91, n_arms=1))
     assert best is not None and best.power >= 0.8
     assert pd.notna(best.cost_usd)

@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from tokenlens.decision import aggregate
-from tokenlens.decision.planner import ASSUMED_ANSWER_TOKENS, price_design
+from tokenlens.decision.planner import price_design
 from tokenlens.simulate import POWER_MARGIN, PROBE_ARMS, Scenario, simulate_grades
 
 #: Prompt tokens the levers are priced at (a typical calibration task).
@@ -102,22 +103,15 @@ class LeverResult:
     def cost_usd(self) -> float:
         """Dollars per calibration of one class: answers plus the judge readings paid."""
         lever = self.lever
-        answers = price_design(
+        price = partial(
+            price_design,
             lever.tasks,
             lever.repeats,
             len(PROBE_ARMS),
             prompt_tokens=PRICED_PROMPT_TOKENS,
             model=PRICED_MODEL,
-            judge_model=None,
         )
-        one_reading = price_design(
-            lever.tasks,
-            lever.repeats,
-            len(PROBE_ARMS),
-            prompt_tokens=PRICED_PROMPT_TOKENS,
-            model=PRICED_MODEL,
-            judge_model=PRICED_MODEL,
-        )
+        answers, one_reading = price(judge_model=None), price(judge_model=PRICED_MODEL)
         assert answers is not None and one_reading is not None  # a priced model
         return answers + (one_reading - answers) * self.readings_per_pair
 
@@ -166,6 +160,3 @@ def run_levers(
 def _job(job: tuple[Scenario, Lever, float, int, int]) -> LeverResult:
     world, lever, share, runs, seed = job
     return run_lever(world, lever, share, runs=runs, seed=seed)
-
-
-__all__ = ["ASSUMED_ANSWER_TOKENS", "LEVERS", "Lever", "LeverResult", "run_lever", "run_levers"]
