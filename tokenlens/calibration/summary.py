@@ -16,7 +16,7 @@ from tokenlens.calibration.history import (
 from tokenlens.calibration.run_settings import mixed_settings
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import ALL_CLASSES
-from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct
+from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct, plural
 
 if TYPE_CHECKING:
     from tokenlens.calibration.stage_publish import Published
@@ -57,7 +57,7 @@ def curve_records(curve: Curve) -> list[dict[str, Any]]:
                 ),
                 "floor": pct(row["noise_floor"]),
                 "tasks/pairs": f"{int(row['n_tasks'])} / {int(row['n_pairs'])}"
-                + (f", {int(row['n_errors'])} errors" if row["n_errors"] else ""),
+                + (f", {plural(int(row['n_errors']), 'error')}" if row["n_errors"] else ""),
             }
         )
     return records
@@ -149,7 +149,7 @@ def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
     states = load_history(store, reports, last=last)
     rows = history_rows(states)
     lines = [
-        f"## Trend over the last {len(states)} runs",
+        f"## Trend over the last {plural(len(states), 'run')}",
         "",
         "⚠ marks a significant change: an interval that no longer overlaps the previous "
         "run's (the tracked arm's retention, or the noise floor).",
