@@ -99,9 +99,19 @@ class RunSpend:
         return f"{self.calls} paid calls, ${self.usd:.4f}{unpriced} over {tries}"
 
 
-def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = None) -> str:
+def spend_text(
+    spend: SpendMeter,
+    estimate: str | None,
+    run: RunSpend | None = None,
+    *,
+    concurrency: int | None = None,
+) -> str:
     """The spend artifact's lines: the plan, the run's spend from the ledger (every
-    attempt and shard), this attempt's, and the cap."""
+    attempt and shard), this attempt's, and the cap.
+
+    A call is in the ledger once it returned; one in flight when its process was killed
+    never is, though the upstream may bill it. So a run of several attempts also says how
+    many such calls there can be: at most `concurrency` per earlier attempt."""
     lines = []
     if estimate:
         lines.append(f"Planned before any call: {estimate}.")
@@ -111,6 +121,13 @@ def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = N
         lines.append(f"Spent: {run.line()}: every call of run {run.run_id} in the ledger.")
         if (run.calls, run.attempts) != (spend.new_calls, 1):
             lines.append(f"Of which this attempt: {spend.new_calls} new calls, ${spend.spent:.4f}.")
+        earlier = run.attempts - 1
+        if earlier > 0 and concurrency:
+            lines.append(
+                f"Not in the ledger: up to {earlier * concurrency} more calls, in flight "
+                f"when {plural(earlier, 'earlier attempt')} ended (killed or crashed; at "
+                f"most {concurrency} each): the upstream may have billed them."
+            )
     if spend.max_spend is not None:
         lines.append(f"Max spend: ${spend.max_spend:.2f} (all attempts together).")
     return "\n".join(lines)
