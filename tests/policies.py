@@ -5,25 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from tests.decision.test_carryover import certified
 from tokenlens.config import CalibrationConfig
 from tokenlens.decision.carryover import stamp
-from tokenlens.policy import Policy, PolicyEntry, write_policy
+from tokenlens.policy import Policy, write_policy
 
 
 def publish_certified(config: CalibrationConfig, created: datetime) -> Policy:
     """Last week's good night: extraction ✓ prune@0.5, default ✓ safe, same settings."""
-
-    def certified(name: str, method: str, rate: float | None) -> PolicyEntry:
-        return PolicyEntry(
-            task_class=name,
-            verdict="measured",
-            method=method,
-            rate=rate,
-            reduction_pct=30.0,
-            retention_mean=0.98,
-            bar=0.95,
-            reason="measured — held",
-        )
 
     good = Policy(
         created=created,

@@ -78,6 +78,11 @@ QUICK: dict[str, tuple[str, ...]] = {
     ),
     "bench_upstream_checks.py": (r"round 1: p50 plain \d+\.\d us", r"header check"),
     "bench_task_set.py": (r"prune@0\.5", r"\n  extraction +\d+\.\d%", r"zlib ratio of real text"),
+    "bench_outage.py": (
+        r"breaker open after \d+\.\d+ s .*: connection refused to http://127\.0\.0\.1:\d+",
+        r"without the breaker: ~\d+ s",
+        r"load average",
+    ),
 }
 
 #: scripts in bench/ not run here, and why.

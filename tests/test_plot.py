@@ -65,3 +65,26 @@ def test_what_every_panel_shares_is_said_once() -> None:
     assert svg.count(">tolerance<") == 1  # one legend for the figure
     assert svg.count("all classes (default)") == 1
     assert svg.count(">prune r=0.6 (") == len(curve.classes()) + 1  # each panel's labels
+
+
+def test_labels_of_arms_near_100_percent_do_not_overlap() -> None:
+    """Lossless arms with near-equal reductions all sit at the top: their labels go below
+    the points, each at its own height, never on top of each other."""
+    cells = [cell("a", "control", [[(60.0 + i, 60.0 + i)] for i in range(TASKS)])]
+    for arm, reduction in (("safe", 0.01), ("minify", 0.02), ("prune@0.8", 0.03)):
+        cells.append(
+            cell("a", arm, [[(60.0 + i, 60.0 + i)] for i in range(TASKS)], reduction=reduction)
+        )
+    cells.append(
+        cell("a", "prune@0.6", [[(60.0 + i, 60.0 + i)] for i in range(TASKS)], reduction=0.04)
+    )
+    curve = aggregate(frame(*cells), tolerance=0.95)
+    fig = curve_figure(curve, decide(curve, calibration_id="plot-test-0003", model="m"))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if " (" in t.get_text()]
+    assert len(boxes) == 4
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1 :]:
+            assert not one.overlaps(other), (one, other)

@@ -63,6 +63,11 @@ def count(value: int | None, *, missing: str = MISSING) -> str:
     return missing if value is None else f"{value:,}"
 
 
+def plural(n: int, word: str) -> str:
+    """`1 run`, `2 runs`: a count with its noun (regular plurals only)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def arm_label(arm_key: str) -> str:
     """`prune@0.6` -> `prune r=0.6`; names that are not arms come back unchanged."""
     try:
@@ -89,7 +94,7 @@ def markdown_table(
     if max_width is not None and table_width(header, rows) > max_width:
         items = []
         for row in rows:
-            pairs = zip(header[1:], row[1:], strict=True)
+            pairs = [(k, v) for k, v in zip(header[1:], row[1:], strict=True) if v]
             items.append(
                 f"- **{cell(row[0])}** — " + " · ".join(f"{cell(k)}: {cell(v)}" for k, v in pairs)
             )

@@ -35,6 +35,9 @@ _STATUS_COLOUR = {
 #: Vertical offsets (points) of arm labels, cycled along the x axis so that arms with
 #: near-equal reductions do not print their names on top of each other.
 _LABEL_OFFSETS = (6, -12, 16, -22)
+#: Near 100 % every label goes below its point (above would run into the title): there
+#: the offsets must stay apart by more than a 7-point line, or near-equal arms overlap.
+_LABEL_OFFSETS_TOP = (-10, -22, -34, -46)
 
 
 def plot_curve(curve: Curve, policy: Policy) -> bytes:
@@ -158,12 +161,13 @@ def _panel(ax: Any, curve: Curve, policy: Policy, name: str) -> None:
             shown.append(min(per_pair, 100.0))
         shown.append(y)
         right_half = x > 0.5 * x_max  # label towards the middle, so it is not cut off
-        dy = _LABEL_OFFSETS[position % len(_LABEL_OFFSETS)]
+        offsets = _LABEL_OFFSETS if y < 90.0 else _LABEL_OFFSETS_TOP  # not on the title
+        dy = offsets[position % len(offsets)]
         ax.annotate(
             f"{arm_label(str(r.arm))} ({r.status})".replace("_", " "),
             (x, y),
             fontsize=7,
-            xytext=(-4 if right_half else 4, dy if y < 90.0 else -abs(dy)),  # not on the title
+            xytext=(-4 if right_half else 4, dy),
             textcoords="offset points",
             ha="right" if right_half else "left",
         )

@@ -74,8 +74,9 @@ def seed_lines(policy: Policy) -> list[str]:
             f"{head}{_arm_text(entry)}  {entry.reduction_pct or 0.0:.1f}% smaller at "
             f"{_pct(entry.retention_mean)} quality"
         )
-        if entry.verdict == "provisional":
-            # the reason's first clause says why it is only a ? (noise floor, or tasks)
+        if entry.verdict == "provisional" and entry.carried_over is None:
+            # the reason's first clause says why it is only a ? (noise floor, or tasks); a
+            # carried entry's reason is the carry, which its own line below says
             lines.append(" " * (width + 2) + entry.reason.split("; ")[0])
         if entry.ignored_arms:
             ignored = ", ".join(_label(a) for a in entry.ignored_arms)

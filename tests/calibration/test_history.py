@@ -71,7 +71,7 @@ def test_history_and_compare_show_a_model_that_got_worse(
     lines = [line for line in history.splitlines() if line.startswith("extraction")]
     assert [ids[i] in lines[i] for i in range(3)] == [True, True, True]
     assert "⚠" not in lines[1] and "⚠ noise floor moved" in lines[2]
-    assert "significant change(s)" in history
+    assert "3 runs; 1 significant change\n" in history
 
     assert cli_main(["compare", ids[1], ids[2], *args]) == 0
     compared = capsys.readouterr().out

@@ -78,6 +78,7 @@ def test_plan_history_and_compare_name_the_settings_a_run_used(
     compared = capsys.readouterr().out.splitlines()
     assert compared[1].startswith("settings changed: judge metric → claude-haiku-4-5")
     assert "tolerance 95.0% → 50.0%" in compared[1] and "judges metric → llm" in compared[1]
-    assert "different instruments (judge)" in compared[2]
+    assert "not comparable (judge changed)" in compared[2]
+    assert not any("⚠" in line for line in compared)  # the rule `history` follows
     assert cli_main(["compare", first.run_id, second.run_id, *paths]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("settings: the same")

@@ -1,4 +1,5 @@
-"""`tokenlens review`: `--summary` prints the figures; the command serves the page on loopback."""
+"""`tokenlens review`: `--summary` prints the figures and writes nothing, `--publish` writes
+them into the run's report and policies; the command serves the page on loopback."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def test_poor_agreement_goes_into_the_policy_reason(run_copy: LoopbackRun) -> No
     assert flagged.default == policy.default
 
 
-def test_summary_writes_poor_agreement_into_the_runs_policy(
+def test_summary_writes_nothing_publish_writes_poor_agreement_into_the_runs_policy(
     run_copy: LoopbackRun, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tokenlens.policy import load_policy
@@ -132,7 +133,18 @@ def test_summary_writes_poor_agreement_into_the_runs_policy(
         review.store.record(review.sample, "contrarian", case.case_id, a, b)
     path = run_copy.config.reports / "runs" / run_copy.run_id / "policy.json"
     before = load_policy(path)
+    policies = [*sorted((run_copy.config.reports / "policy").glob("*.json")), path]
+    files = {p: p.read_bytes() for p in policies}
     args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    assert cli_main([*args, "--store", str(run_copy.store)]) == 0
+    summary = capsys.readouterr().out
+    # A summary writes nothing: not the policies (latest.json is what proxies reload), not
+    # the report; it says what publishing would note.
+    assert {p: p.read_bytes() for p in policies} == files
+    assert not (path.parent / "review.html").exists()
+    assert f"--publish would note poor agreement in the reasons of {path}" in summary
+    assert "nothing was written: `tokenlens review --publish`" in summary
+    args = ["review", "--reports", str(run_copy.config.reports), "--publish"]
     for _ in range(2):  # idempotent: the note is written once
         assert cli_main([*args, "--store", str(run_copy.store)]) == 0
     out = capsys.readouterr().out
@@ -190,7 +202,7 @@ def test_people_who_read_a_loss_withdraw_the_arm_from_the_policy_the_proxy_reads
         comp = int(row["grade_comp"]) if case.is_control else clear // 2
         a, b = (comp, clear) if case.clear_is_b else (clear, comp)
         review.store.record(review.sample, "strict", case.case_id, a, b)
-    args = ["review", "--reports", str(run_copy.config.reports), "--summary"]
+    args = ["review", "--reports", str(run_copy.config.reports), "--publish"]
     assert cli_main([*args, "--store", str(run_copy.store)]) == 0
     out = capsys.readouterr().out
     after = load_policy(path)

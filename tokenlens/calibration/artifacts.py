@@ -226,7 +226,7 @@ def run_spend(cal: Calibration) -> RunSpend:
 
 
 def publish_spend(cal: Calibration, estimate: str) -> None:
-    text = spend_text(cal.calls.spend, estimate, run_spend(cal))
+    text = spend_text(cal.calls.spend, estimate, run_spend(cal), concurrency=cal.config.concurrency)
     create_markdown_artifact(
         markdown="## Spend\n\n" + text.replace("\n", "\n\n"),
         key=KEY_SPEND,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tokenlens.calibration.run_settings import (
-    INSTRUMENT_SETTINGS,
+    instrument_changes,
     settings_changes,
 )
 from tokenlens.calibration.runs import RunManifest, find_run, list_runs
@@ -203,7 +203,7 @@ def _changes(previous: HistoryRow | None, row: HistoryRow, arm_text: str) -> Non
     says why."""
     if previous is None:
         return
-    instrument = [key for key in INSTRUMENT_SETTINGS if key in row.settings]
+    instrument = instrument_changes(row.settings)
     if row.settings:
         changed = "; ".join(f"{key} {text}" for key, text in row.settings.items())
         row.notes.append(f"settings changed: {changed}")
@@ -316,18 +316,21 @@ class ClassChange:
 
 
 def compare_states(a: RunState, b: RunState) -> list[ClassChange]:
-    """Per class of either run: verdicts, floors and every arm measured in both."""
+    """Per class of either run: verdicts, floors and every arm measured in both; across
+    an instrument change nothing is flagged as moved (the rule `history` follows)."""
     changes: list[ClassChange] = []
+    comparable = not instrument_changes(settings_changes(a, b))
     for name in dict.fromkeys([*a.classes, *b.classes]):
         before, after = a.classes.get(name), b.classes.get(name)
         arms: list[ArmChange] = []
         if before is not None and after is not None:
             shared = [arm for arm in before.arms if arm in after.arms]
             for arm in sorted(shared, key=lambda k: Arm.parse(k).ladder_rank):
-                moved = overlaps(before.arms[arm], after.arms[arm]) is False
+                moved = comparable and overlaps(before.arms[arm], after.arms[arm]) is False
                 arms.append(ArmChange(arm, before.arms[arm], after.arms[arm], moved))
         floor_moved = (
-            before is not None
+            comparable
+            and before is not None
             and after is not None
             and overlaps(before.floor, after.floor) is False
         )
@@ -354,11 +357,11 @@ def compare_lines(a: RunState, b: RunState) -> list[str]:
     changed = settings_changes(a, b)
     if changed:
         lines.append("settings changed: " + "; ".join(f"{k} {v}" for k, v in changed.items()))
-        instrument = [key for key in INSTRUMENT_SETTINGS if key in changed]
+        instrument = instrument_changes(changed)
         if instrument:
             lines.append(
-                f"  the readings come from different instruments ({', '.join(instrument)}): "
-                "a moved interval may be the instrument, not the compression"
+                f"  not comparable ({', '.join(instrument)} changed): the readings come from "
+                "different instruments, so no interval is flagged as moved"
             )
     else:
         lines.append("settings: the same (model, judge, tolerance, mode, tasks, ladder, repeats)")

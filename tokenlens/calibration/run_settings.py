@@ -7,7 +7,7 @@ judge, tolerance, mode as published).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenlens.formatting import pct
@@ -28,7 +28,13 @@ class RunState(Protocol):
     def policy(self) -> Policy: ...
 
 
-__all__ = ["INSTRUMENT_SETTINGS", "mixed_settings", "run_settings", "settings_changes"]
+__all__ = [
+    "INSTRUMENT_SETTINGS",
+    "instrument_changes",
+    "mixed_settings",
+    "run_settings",
+    "settings_changes",
+]
 
 
 #: Recorded settings that change what a run's numbers mean or how they were decided
@@ -86,6 +92,12 @@ def settings_changes(a: RunState, b: RunState) -> dict[str, str]:
         for key in before
         if before[key] != after.get(key)
     }
+
+
+def instrument_changes(changed: Mapping[str, str]) -> list[str]:
+    """The settings among `changed` that make two runs' readings another instrument's
+    (model, backend, judge): `history` and `compare` then flag no interval as moved."""
+    return [key for key in INSTRUMENT_SETTINGS if key in changed]
 
 
 def mixed_settings(states: Sequence[RunState]) -> list[str]:

@@ -16,7 +16,7 @@ from tokenlens.calibration.history import (
 from tokenlens.calibration.run_settings import mixed_settings
 from tokenlens.compress.arms import Arm
 from tokenlens.decision import ALL_CLASSES
-from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct
+from tokenlens.formatting import PANE_WIDTH, arm_label, interval, markdown_table, pct, plural
 
 if TYPE_CHECKING:
     from tokenlens.calibration.stage_publish import Published
@@ -57,7 +57,7 @@ def curve_records(curve: Curve) -> list[dict[str, Any]]:
                 ),
                 "floor": pct(row["noise_floor"]),
                 "tasks/pairs": f"{int(row['n_tasks'])} / {int(row['n_pairs'])}"
-                + (f", {int(row['n_errors'])} errors" if row["n_errors"] else ""),
+                + (f", {plural(int(row['n_errors']), 'error')}" if row["n_errors"] else ""),
             }
         )
     return records
@@ -99,9 +99,19 @@ class RunSpend:
         return f"{self.calls} paid calls, ${self.usd:.4f}{unpriced} over {tries}"
 
 
-def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = None) -> str:
+def spend_text(
+    spend: SpendMeter,
+    estimate: str | None,
+    run: RunSpend | None = None,
+    *,
+    concurrency: int | None = None,
+) -> str:
     """The spend artifact's lines: the plan, the run's spend from the ledger (every
-    attempt and shard), this attempt's, and the cap."""
+    attempt and shard), this attempt's, and the cap.
+
+    A call is in the ledger once it returned; one in flight when its process was killed
+    never is, though the upstream may bill it. So a run of several attempts also says how
+    many such calls there can be: at most `concurrency` per earlier attempt."""
     lines = []
     if estimate:
         lines.append(f"Planned before any call: {estimate}.")
@@ -111,6 +121,13 @@ def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = N
         lines.append(f"Spent: {run.line()}: every call of run {run.run_id} in the ledger.")
         if (run.calls, run.attempts) != (spend.new_calls, 1):
             lines.append(f"Of which this attempt: {spend.new_calls} new calls, ${spend.spent:.4f}.")
+        earlier = run.attempts - 1
+        if earlier > 0 and concurrency:
+            lines.append(
+                f"Not in the ledger: up to {earlier * concurrency} more calls, in flight "
+                f"when {plural(earlier, 'earlier attempt')} ended (killed or crashed; at "
+                f"most {concurrency} each): the upstream may have billed them."
+            )
     if spend.max_spend is not None:
         lines.append(f"Max spend: ${spend.max_spend:.2f} (all attempts together).")
     return "\n".join(lines)
@@ -149,7 +166,7 @@ def trend_markdown(store: str, reports: str, *, last: int = 10) -> str:
     states = load_history(store, reports, last=last)
     rows = history_rows(states)
     lines = [
-        f"## Trend over the last {len(states)} runs",
+        f"## Trend over the last {plural(len(states), 'run')}",
         "",
         "⚠ marks a significant change: an interval that no longer overlaps the previous "
         "run's (the tracked arm's retention, or the noise floor).",

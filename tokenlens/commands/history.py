@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from tokenlens.config import DEFAULT_REPORTS
+from tokenlens.formatting import plural
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,9 +82,9 @@ def run_history(args: argparse.Namespace) -> int:
     changed = [row for row in rows if row.flags]
     print()
     print(
-        f"{len(states)} runs; {len(changed)} significant change(s)"
+        f"{plural(len(states), 'run')}; {plural(len(changed), 'significant change')}"
         if changed
-        else f"{len(states)} runs; no significant change"
+        else f"{plural(len(states), 'run')}; no significant change"
     )
     return 0
 

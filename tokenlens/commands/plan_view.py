@@ -15,6 +15,7 @@ from tokenlens.decision.planner import (
     ASSUMED_JUDGE_SHARE,
     ArmPlan,
     best_option,
+    decision_spread,
     judge_options,
     next_lever,
     plan_arm,
@@ -23,7 +24,6 @@ from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
 from tokenlens.policy import Policy
 from tokenlens.pricing import PRICES_AS_OF
-from tokenlens.stats import Spread
 from tokenlens.tables import CurveRow, TaskRow
 
 DEFAULT_PROMPT_TOKENS = 1000.0
@@ -142,8 +142,16 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
     for r in rows:
         arms_per_class[r["task_class"]] = arms_per_class.get(r["task_class"], 0) + 1
     for r in rows:
-        between = _num(r.get("sd_between"))
-        spread = None if between is None else Spread(between, _num(r.get("sd_within")))
+        level = _num(r.get("bound_level"))
+        spread = decision_spread(
+            retention=_num(r.get("retention")),
+            low=_num(r.get("retention_low")),
+            n_tasks=int(r.get("n_tasks") or 0),
+            n_pairs=int(r.get("n_pairs") or 0),
+            level=0.95 if level is None else level,
+            between=_num(r.get("sd_between")),
+            within=_num(r.get("sd_within")),
+        )
         plans.append(
             plan_arm(
                 r["task_class"],

@@ -1,5 +1,7 @@
 """`tokenlens review [RUN]`: grade a blind sample of a calibration's pairs; `--summary` prints
-how far the judge agrees with the people who did."""
+how far the judge agrees with the people who did, and writes nothing; `--publish` writes
+what the review found into the run's report and policies (`latest.json` among them, which
+every proxy reloads), so changing a live policy is always an explicit command."""
 
 from __future__ import annotations
 
@@ -46,7 +48,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="for the loss decision (default: the run's policy, else 0.95)",
     )
     parser.add_argument(
-        "--summary", action="store_true", help="print the agreement figures and exit"
+        "--summary",
+        action="store_true",
+        help="print the agreement figures and exit (writes nothing)",
+    )
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="print the figures, then write the review into the run's report and its "
+        "policies: agreement notes, people's retention, arms people withdrew "
+        "(latest.json too when it is this run's; proxies reload it)",
     )
     parser.add_argument(
         "--artifact",
@@ -66,23 +77,33 @@ def run_review(args: argparse.Namespace) -> int:
 
     store = args.store or args.reports / "store"
     run_id, run_tolerance = resolve_run(args.run, args.reports)
-    if args.summary or args.artifact:
+    if args.summary or args.artifact or args.publish:
         from tokenlens.review.summary import summary_lines
 
         tolerance = args.tolerance or run_tolerance or DEFAULT_TOLERANCE
         figures = load_figures(store, run_id, tolerance=tolerance)
         for line in summary_lines(figures):
             print(line)
+        changes = flag_policy(args.reports, run_id, figures, write=args.publish)
+        for path, poor, withdrawn in changes:
+            what = "poor agreement" if poor else "people's grades"
+            print(
+                f"{what} noted in the reasons of {path}"
+                if args.publish
+                else f"--publish would note {what} in the reasons of {path}"
+            )
+            for name in withdrawn:
+                print(f"  {name}: arm withdrawn, people's grades put it below the tolerance")
         run_folder = args.reports / "runs" / run_id
-        if run_folder.is_dir():
+        if args.publish and run_folder.is_dir():
             from tokenlens.review.summary import write_review_page
 
             print(f"review section of the report: {write_review_page(run_folder, figures)}")
-        for path, poor, withdrawn in flag_policy(args.reports, run_id, figures):
-            what = "poor agreement noted in the reasons" if poor else "people's grades noted"
-            print(f"{what} of {path}")
-            for name in withdrawn:
-                print(f"  {name}: arm withdrawn, people's grades put it below the tolerance")
+        elif not args.publish:
+            print(
+                "nothing was written: `tokenlens review --publish` writes the review into "
+                "the run's report and policies"
+            )
         if args.artifact:
             from flows.review import KEY_AGREEMENT, review_summary
 
@@ -94,14 +115,16 @@ def run_review(args: argparse.Namespace) -> int:
     return 0
 
 
-def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path, bool, list[str]]]:
-    """Write what the review found into the run's policies: classes where people and the
-    judge disagree (in the reason) and each arm's retention corrected by people's grades.
+def flag_policy(
+    reports: Path, run_id: str, figures: object, *, write: bool = True
+) -> list[tuple[Path, bool, list[str]]]:
+    """What the review found, for the run's policies: classes where people and the judge
+    disagree (in the reason) and each arm's retention corrected by people's grades.
 
     The policy is what a user reads before applying an arm, so that is where it must say
     the judge was not confirmed by people; re-running is idempotent. Returns the files
-    written, each with whether it got a poor-agreement note and the classes whose arm
-    people's grades withdrew."""
+    that change (written only with `write`), each with whether it gets a poor-agreement
+    note and the classes whose arm people's grades withdraw."""
     from tokenlens.policy import atomic_write_text, load_policy
     from tokenlens.review.figures import (
         ReviewFigures,
@@ -130,7 +153,8 @@ def flag_policy(reports: Path, run_id: str, figures: object) -> list[tuple[Path,
         }
         updated = with_people_corrections(with_review_flags(policy, fresh), figures)
         if updated != policy:
-            atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
+            if write:
+                atomic_write_text(path, updated.model_dump_json(indent=2) + "\n")
             withdrawn = [
                 name
                 for name, entry in updated.classes.items()

@@ -113,6 +113,8 @@ def carry_over(
                 "expires_at": expires,
                 "carried_over": record,
                 "reason": reason,
+                # the old night's walk (what it ignored after a failure) is not tonight's
+                "ignored_arms": (),
             }
         )
 
@@ -170,6 +172,7 @@ def carried_note(entry: PolicyEntry, now: datetime | None = None) -> str:
         f"CARRIED OVER since {_day(record.since)} from run "
         f"{record.from_run or record.from_calibration} (certified {certified}; {until}): "
         f"this run could not measure the class{expired}"
+        + (f" — {record.why}" if record.why else "")
     )
 
 

@@ -1,8 +1,10 @@
 """The planner: how many tasks and repeats a class needs to certify an arm, and the bill.
 
-From a finished calibration it reads each arm's measured retention and its spread
-between and within tasks (the curve's `sd_between` / `sd_within`); with no calibration
-it states its assumptions instead. For each design (repeats 1-3) it finds the fewest
+From a finished calibration it reads each arm's measured retention and the spread the
+decision's own bound implies (`decision_spread`: the curve's interval, not the raw
+per-cell ratios behind `sd_between` / `sd_within`, which one low cleartext grade blows
+up); with no calibration it states its assumptions instead. For each design (repeats
+1-3) it finds the fewest
 tasks whose one-sided 95 % test holds the arm with 80 % power, never fewer than the
 minimum-evidence rule asks (`tokenlens.decision.evidence`), and prices the calls.
 
@@ -27,6 +29,8 @@ ASSUMED_SPREAD = Spread(between=0.05, within=0.06)
 ASSUMED_MARGIN = 0.02  # plan for an arm that truly keeps tolerance + 2 points
 ASSUMED_ANSWER_TOKENS = 300
 ASSUMED_JUDGE_OUTPUT_TOKENS = 250
+#: Largest spread of a per-task retention that is capped to [0, 1] (a coin between 0 and 1).
+MAX_SPREAD = 0.5
 JUDGE_PROMPT_OVERHEAD_TOKENS = 400
 
 
@@ -285,3 +289,34 @@ def next_lever(
         if best is None or gain / dollars > best[1] / best[2]:
             best = (name, gain, dollars)
     return best
+
+
+def decision_spread(
+    *,
+    retention: float | None,
+    low: float | None,
+    n_tasks: int,
+    n_pairs: int,
+    level: float,
+    between: float | None,
+    within: float | None,
+) -> Spread | None:
+    """The spread behind the decision's bound, split between and within tasks.
+
+    The bound's distance from the estimate, `t * s / sqrt(n)`, gives the per-task spread
+    `s` the decision effectively saw at the run's repeats (`n_pairs / n_tasks`). The curve's
+    own `sd_between` / `sd_within` (raw per-cell ratios, uncapped) only say how `s` splits
+    between and within tasks, each capped at `MAX_SPREAD`; they are scaled so that
+    together they give `s`. None when the row has no bound to read."""
+    if retention is None or low is None or n_tasks < 2:
+        return None
+    t = t_quantile(level, n_tasks - 1)
+    effective = min(max(retention - low, 0.0) * math.sqrt(n_tasks) / t, MAX_SPREAD)
+    b = min(between if between is not None else ASSUMED_SPREAD.between, MAX_SPREAD)
+    w = min(within if within is not None else 0.0, MAX_SPREAD)
+    repeats = max(n_pairs / n_tasks, 1.0)
+    raw = math.sqrt(b**2 + w**2 / repeats)
+    if raw <= 0:
+        return Spread(effective, 0.0)
+    scale = effective / raw
+    return Spread(b * scale, w * scale)
