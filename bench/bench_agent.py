@@ -36,7 +36,7 @@ from typing import Any
 from tokenlens.compress import Arm
 from tokenlens.compress.external import Compressor, register
 from tokenlens.compress.external.adapters import Adapter, llmtrim
-from tokenlens.compress.toolout.body import ToolArmCompressor
+from tokenlens.compress.toolout.plugin import ToolArmCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.fidelity_run import HEADER, ArmTotals, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenlens.compress.toolout.body import ToolArmCompressor
+from tokenlens.compress.toolout.plugin import ToolArmCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.fidelity import check_body
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks

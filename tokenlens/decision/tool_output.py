@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenlens.compress.toolout.body import ToolArmCompressor
+from tokenlens.compress.toolout.plugin import ToolArmCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.facts import Fact
 from tokenlens.fidelity import FidelityReport, check_body, tool_outputs

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from tokenlens.compress.toolout.kinds import KINDS, tool_output_kind
+from tokenlens.compress.toolout.kinds import tool_output_kind
 from tokenlens.compress.toolout.rungs import ToolArm, compress_tool_text
 from tokenlens.tokens import estimate_tokens
 
@@ -77,22 +77,6 @@ def _kind_once(text: str, call: str) -> str:
 @lru_cache(maxsize=MEMO_ENTRIES)
 def _compress_once(text: str, call: str, arm: ToolArm) -> str:
     return compress_tool_text(text, arm, _call_of(call))
-
-
-class ToolArmCompressor:
-    """One tool arm for every kind as a body -> body callable: the plug-in shape
-    (`tokenlens.compress.external.register`), so benches and `tokenlens fidelity` grade
-    the tool-output rungs with the same instrument as any external compressor."""
-
-    def __init__(self, arm: ToolArm) -> None:
-        self.arm = arm
-
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        from tokenlens.compress.arms import Arm
-        from tokenlens.compress.request import compress_request
-
-        arms = dict.fromkeys(KINDS, self.arm)
-        return compress_request(body, Arm("control"), tool_arms=arms).body
 
 
 @lru_cache(maxsize=2 * MEMO_ENTRIES)
