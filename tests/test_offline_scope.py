@@ -64,10 +64,10 @@ def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in shortest}
     assert (config.repeats, config.temperature) == (1, 0.0)
     assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
-    assert config.design == "sequential"  # stops paying once the verdicts settle
+    assert config.design == "fixed"  # a failing arm is reported by its interval
     shortest = f"{need + OFFLINE_SPARE_TASKS} shortest"
     for words in (f"class {OFFLINE_CLASS}", "--classes all", shortest, "--repeats 3", "greedy",
-                  "--design fixed", "--judge both"):  # fmt: skip
+                  "--judge both"):  # fmt: skip
         assert words in banner
 
 
@@ -101,9 +101,9 @@ def test_an_online_run_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_chosen_design_is_kept_and_shards_keep_the_fixed_design(tmp_path: Path) -> None:
-    """Shards split the fixed design's plan (the flow refuses shards with the sequential
-    design), so `--shards` alone must not get the offline default design."""
+    """The offline scope keeps the fixed design, and a design the user chose; shards split
+    the fixed design's plan (the flow refuses shards with the sequential design)."""
     path = task_file(tmp_path, {OFFLINE_CLASS: 30})
-    assert scope_of("--tasks", str(path), "--design", "fixed")[0].design == "fixed"
+    assert scope_of("--tasks", str(path), "--design", "sequential")[0].design == "sequential"
     config, banner = scope_of("--tasks", str(path), "--shards", "2")
     assert config.design == "fixed" and "design" not in banner

@@ -4,7 +4,7 @@ Why: the embedded default ships as Q4_1, and on x86 llama.cpp has no fast matrix
 for Q4_1 (llamafile's tinyBLAS covers F16, Q8_0 and Q4_0), so every prompt token goes
 through the generic path. The offline run's time is mostly prompt evaluation (~700-token
 task prompts, ~80-token answers), and `bench/bench_models.py --formats` measured the same
-answers from an F16 copy in a fraction of the time (figures in docs/getting-started.md).
+answers from an F16 copy in a fraction of the time (figures in docs/benchmarks.md).
 Dequantizing Q4_1 to F16 keeps the weights' values (each is `scale * q + min`, stored
 again as a 16-bit float) instead of quantizing them again.
 
