@@ -1,5 +1,8 @@
 """Latency and CPU the proxy adds over the floor of its stack, and beside a peer.
 
+One file past 500 lines on purpose: a bench is run and read as one script, and its targets,
+clients and tables share one measurement loop (agent traffic lives in bench_proxy_agent.py).
+
 Processes on loopback: a canned upstream; the proxy (`tokenlens serve`, pass-through unless
 `--policy-arm`); the floor, a minimal aiohttp byte forwarder on uvloop with no policy, no
 limits and no metrics (what a relay on aiohttp costs at the least), and the same forwarder

@@ -3,6 +3,8 @@ keeps a file only when its structure yields an unambiguous, checkable question.
 
 `Pools` hands each file to one task at most (the big changelogs give several windows of
 distinct entries), and `Overlap` refuses a context that repeats another's sentences.
+One file past 500 lines on purpose: seven builders that share the pools and the checks,
+read side by side; a builder alone is short.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """A real Anthropic-shaped HTTP server on loopback, for tests and benches.
 
+One module past 500 lines on purpose: the routes, their fault injection and the recorded
+requests share one server state; the answer logic is in fake_logic.py, the prompt-cache
+check in prompt_cache.py.
+
 Why a server and not a mock: the official SDK, the retry layer and the proxy are exercised
 over real HTTP, with the real wire format (JSON bodies, SSE streams, JSONL batch results,
 error bodies, `retry-after`), so a test that passes here fails for the right reasons there.
