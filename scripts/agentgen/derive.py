@@ -2,9 +2,10 @@
 
 `derive(template, arg, output)` is a pure function: the capture script calls it to write a
 task, and tests/test_agent_set.py calls it again on the committed output to check that
-every stored fact is what the output says. One file past 500 lines on purpose: the
-template table is data, one small pure function per question, read side by side. A template raises `Unanswerable` when the
+every stored fact is what the output says. A template raises `Unanswerable` when the
 output does not give one exact answer (a tie, a missing line): that task is not made.
+One file past 500 lines on purpose: the template table is data, one small pure function
+per question, read side by side.
 """
 
 from __future__ import annotations
