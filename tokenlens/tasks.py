@@ -142,6 +142,7 @@ class CalibrationTask(BaseModel):
     tags: tuple[str, ...] = ()
     facts: tuple[Fact, ...] = ()
     body: dict[str, Any] | None = None
+    source: tuple[SourceFile, ...] = ()  # the files a real-text context was cut from
 
     @model_validator(mode="before")
     @classmethod
@@ -159,8 +160,6 @@ class CalibrationTask(BaseModel):
             filled["question"] = body_question(body)
         return filled
 
-    source: tuple[SourceFile, ...] = ()  # the files a real-text context was cut from
-
     @field_validator("question", "context", "reference")
     @classmethod
     def _not_blank(cls, value: str) -> str:
@@ -169,9 +168,10 @@ class CalibrationTask(BaseModel):
         return value
 
     def unset_agent_fields(self) -> set[str]:
-        """The agent fields this task leaves at their defaults: content hashes and
-        calibration ids leave them out, so a task without them hashes as it always did."""
-        return {name for name in ("facts", "body") if not getattr(self, name)}
+        """The fields added after the seed's shape (facts, body, source) that this task
+        leaves at their defaults: content hashes and calibration ids leave them out, so a
+        task without them hashes as it always did."""
+        return {name for name in ("facts", "body", "source") if not getattr(self, name)}
 
     def to_request(self, *, model: str, max_tokens: int = 512) -> dict[str, Any]:
         """The Messages API body a real application would send for this task.

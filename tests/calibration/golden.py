@@ -13,7 +13,10 @@ that column left out, the new curve has the old digest (checked), and nothing is
 aside in a run of 2 repeats. The `compressions`, `grades` and `curve` digests were made
 again when those tables gained the fidelity columns (`fabricated_lines`, `unmarked_drops`,
 `facts_lost`; 2026-12-05): with the three columns left out, each has its old digest
-(checked), and the starter set has no tool output, so every count is 0."""
+(checked), and the starter set has no tool output, so every count is 0. The `policy`
+digest was made again when the policy file gained per-kind tool-output arms (schema 4,
+`tool_output`; 2026-12-05): with `schema_version` 3 and no `tool_output`, the new policy
+has the old digest (checked)."""
 
 from __future__ import annotations
 
