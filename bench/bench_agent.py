@@ -40,6 +40,7 @@ from tokenlens.compress.toolout.plugin import ToolArmCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.fidelity_run import HEADER, ArmTotals, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
+from tokenlens.testing.prompt_cache import without_breakpoints
 
 OURS = ("safe", "minify", "dedup", "prune@0.5", "select@0.5")
 
@@ -88,15 +89,7 @@ class _Uncached:
         return getattr(self.inner, "last_cpu_s", None)
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.inner(_without_breakpoints(body))
-
-
-def _without_breakpoints(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_breakpoints(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_without_breakpoints(v) for v in value]
-    return value
+        return self.inner(without_breakpoints(body))
 
 
 def _synthetic_body() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from tokenlens.testing import FakeAnthropic
-from tokenlens.testing.prompt_cache import PromptCache, _strip
+from tokenlens.testing.prompt_cache import PromptCache, without_breakpoints
 
 from .conftest import KEY, free_port
 
@@ -84,7 +84,9 @@ def session_bodies() -> list[dict[str, Any]]:
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(_strip(value), ensure_ascii=False, separators=(",", ":")).encode()
+    return json.dumps(
+        without_breakpoints(value), ensure_ascii=False, separators=(",", ":")
+    ).encode()
 
 
 def _serve(upstream: str, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:

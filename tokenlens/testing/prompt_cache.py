@@ -24,12 +24,12 @@ from typing import Any
 from tokenlens.tokens import estimate_tokens
 
 
-def _strip(value: Any) -> Any:
+def without_breakpoints(value: Any) -> Any:
     """`value` without any ``cache_control`` key, at any depth."""
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k != "cache_control"}
+        return {k: without_breakpoints(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [without_breakpoints(v) for v in value]
     return value
 
 
@@ -43,7 +43,7 @@ def _units(body: dict[str, Any]) -> list[tuple[str, bool]]:
             marked = marked or any(
                 isinstance(part, dict) and part.get("cache_control") for part in item["content"]
             )
-        text = json.dumps(_strip(item), sort_keys=True, ensure_ascii=False)
+        text = json.dumps(without_breakpoints(item), sort_keys=True, ensure_ascii=False)
         units.append((f"{tag}:{text}", marked))
 
     for tool in body.get("tools") or []:
