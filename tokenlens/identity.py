@@ -29,7 +29,7 @@ def calibration_id(
 
     def task_dict(task: Any) -> dict[str, Any]:
         if hasattr(task, "model_dump"):
-            unset = task.unset_agent_fields() if hasattr(task, "unset_agent_fields") else None
+            unset = task.unset_added_fields() if hasattr(task, "unset_added_fields") else None
             return dict(task.model_dump(mode="json", exclude=unset))
         return dict(task)
 

@@ -167,7 +167,7 @@ class CalibrationTask(BaseModel):
             raise ValueError("must not be empty or only whitespace")
         return value
 
-    def unset_agent_fields(self) -> set[str]:
+    def unset_added_fields(self) -> set[str]:
         """The fields added after the seed's shape (facts, body, source) that this task
         leaves at their defaults: content hashes and calibration ids leave them out, so a
         task without them hashes as it always did."""

@@ -15,7 +15,7 @@ from tokenlens.tokens import estimate_tokens
 
 
 def task_hash(task: CalibrationTask) -> str:
-    dumped = task.model_dump_json(exclude=task.unset_agent_fields())
+    dumped = task.model_dump_json(exclude=task.unset_added_fields())
     return hashlib.sha256(dumped.encode("utf-8")).hexdigest()
 
 
