@@ -10,15 +10,29 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, select_tasks
 
+if TYPE_CHECKING:
+    from tokenlens.compress.arms import Arm
+
 #: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
 DEFAULT_RATES: tuple[float, ...] = (0.8, 0.6, 0.4)
+#: The tool-output rungs a calibration walks per kind of tool output, gentlest first, when
+#: its tasks hold tool results (`tokenlens.decision.tool_output`).
+DEFAULT_TOOL_RUNGS: tuple[str, ...] = (
+    "lossless",
+    "elide@0.9",
+    "elide@0.7",
+    "elide@0.5",
+    "elide@0.3",
+)
+#: `--tool-rungs none`: no tool-output rungs.
+NO_TOOL_RUNGS = "none"
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
 DEFAULT_LLMLINGUA_MODEL = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
 REPORTS_DIR = Path("reports")
@@ -60,6 +74,12 @@ class CalibrationConfig(BaseModel):
     )
     rates: tuple[float, ...] = Field(
         DEFAULT_RATES, description="keep fractions of the rate-taking methods, e.g. 0.8, 0.6, 0.4."
+    )
+    tool_rungs: tuple[str, ...] | None = Field(
+        None,
+        description="tool-output rungs (lossless, elide@R) walked per kind of tool output "
+        "when the tasks hold tool results; empty for lossless, elide@0.9, 0.7, 0.5, 0.3; "
+        "`none` for none.",
     )
     repeats: int = Field(3, ge=1, le=50, description="answer pairs per task and arm.")
     backend: Backend = Field(
@@ -137,6 +157,39 @@ class CalibrationConfig(BaseModel):
             if not 0.0 < rate < 1.0:
                 raise ValueError(f"rate {rate} is not a keep fraction in (0, 1)")
         return tuple(sorted(set(rates), reverse=True))
+
+    @field_validator("tool_rungs")
+    @classmethod
+    def _tool_rungs_known(cls, rungs: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if rungs is None:
+            return None
+        if tuple(r.strip().lower() for r in rungs) == (NO_TOOL_RUNGS,):
+            return ()
+        from tokenlens.compress.toolout.rungs import ToolArm
+
+        return tuple(dict.fromkeys(ToolArm.parse(rung).key for rung in rungs))
+
+    def with_tool_rungs(self, tasks: Iterable[CalibrationTask]) -> CalibrationConfig:
+        """The settings with `tool_rungs` resolved for these tasks: the rungs asked for (by
+        default `DEFAULT_TOOL_RUNGS`) when a task holds a tool result, else none, so a run
+        on plain text tasks measures (and is identified by) the arms it always had."""
+        from tokenlens.fidelity import tool_outputs
+
+        holds = any(task.body is not None and tool_outputs(task.body) for task in tasks)
+        rungs = (
+            (DEFAULT_TOOL_RUNGS if self.tool_rungs is None else self.tool_rungs) if holds else ()
+        )
+        return self if rungs == self.tool_rungs else self.model_copy(update={"tool_rungs": rungs})
+
+    def ladder(self) -> list[Arm]:
+        """Every arm of the run, gentlest first: the text ladder (`methods` x `rates`), then
+        the tool-output rungs as the plug-in arms ``ext:tools-<rung>`` (after
+        `with_tool_rungs`; unresolved, none)."""
+        from tokenlens.compress.arms import build_ladder
+        from tokenlens.compress.external import PREFIX, TOOL_PREFIX
+
+        tools = [f"{PREFIX}{TOOL_PREFIX}{rung}" for rung in self.tool_rungs or ()]
+        return build_ladder([*self.methods, *tools], self.rates)
 
     def resolved_backend(self) -> Literal["anthropic", "local"]:
         """`auto` means Anthropic when a key is configured, else the embedded local model."""

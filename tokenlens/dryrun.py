@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenlens.calibration.estimate import CallPlan
-from tokenlens.compress.arms import Arm, build_ladder
+from tokenlens.compress.arms import Arm
 from tokenlens.compress.request import compress_request
 from tokenlens.compress.settings import CompressSettings
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
@@ -79,7 +79,7 @@ def dry_run_rows(
     With a `counter`, every body is then counted exactly, `count_concurrency(config)` at a
     time (`progress(done, total)` after each)."""
     settings = settings or CompressSettings(llmlingua_model=config.llmlingua_model)
-    arms = build_ladder(config.methods, config.rates)
+    arms = config.ladder()
     model = answer_model(config)
     rows: list[DryRunRow] = []
     bodies: list[dict[str, Any] | None] = []  # per row, what count_tokens is asked about
@@ -272,11 +272,10 @@ def exact_counter(config: CalibrationConfig) -> TokenCounter | None:
 
 def run_dry_run(config: CalibrationConfig) -> int:
     """Print the dry run's table, per-arm totals and call plan; 0 on success."""
+    config = config.with_tool_rungs(config.selected_tasks())
     counter = exact_counter(config)
     if counter is not None:
-        bodies = len(config.selected_tasks()) * (
-            1 + len(build_ladder(config.methods, config.rates))
-        )
+        bodies = len(config.selected_tasks()) * (1 + len(config.ladder()))
         print(
             f"Counting up to {bodies} prompts exactly with Anthropic's count_tokens endpoint "
             f"(free, no model call; {count_concurrency(config)} at a time)...",

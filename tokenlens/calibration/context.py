@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenlens.calibration.runner import NoProgress, Progress
 from tokenlens.calibration.store import Store
-from tokenlens.compress.arms import Arm, build_ladder
+from tokenlens.compress.arms import Arm
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import ModelClient
@@ -60,7 +60,7 @@ class Calibration:
 
     @property
     def arms(self) -> list[Arm]:
-        return build_ladder(self.config.methods, self.config.rates)
+        return self.config.ladder()
 
 
 def answer_model(config: CalibrationConfig, client: ModelClient) -> str:
@@ -90,7 +90,7 @@ def calibration_key(config: CalibrationConfig, tasks: list[CalibrationTask], mod
     samples (see `tokenlens.calibration.runs`)."""
     from tokenlens.identity import calibration_id
 
-    arms = build_ladder(config.methods, config.rates)
+    arms = config.ladder()
     return calibration_id(
         tasks=tasks,
         arms=arms,

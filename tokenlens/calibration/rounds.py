@@ -29,6 +29,7 @@ from tokenlens.decision.sequential import (
     SequentialSettings,
     run_sequential,
 )
+from tokenlens.decision.tool_kinds import is_tool_arm
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow
 from tokenlens.tasks import CalibrationTask
 
@@ -50,7 +51,8 @@ def class_plans(
 ) -> list[ClassPlan]:
     """Per class: its tasks in file order, its runnable arms gentlest first (by the
     reduction the compression stage measured on that class)."""
-    arms = measured_arms(cal.config, list(compressions))
+    # the tool-output rungs are decided per kind in the fixed design only (tool_kinds)
+    arms = [a for a in measured_arms(cal.config, list(compressions)) if not is_tool_arm(a)]
     plans: list[ClassPlan] = []
     for name in dict.fromkeys(t.task_class for t in tasks):
         ids = tuple(t.id for t in tasks if t.task_class == name)

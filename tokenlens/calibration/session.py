@@ -54,6 +54,7 @@ def open_calibration(
     client = make_client(backend, config.model, **(client_params or {}))
     model = answer_model(config, client)
     tasks = select_tasks(config)
+    config = config.with_tool_rungs(tasks)  # a resumed run's are resolved already
     calibration_id = calibration_key(config, tasks, model)
     if manifest is not None:
         if manifest.calibration_id != calibration_id:

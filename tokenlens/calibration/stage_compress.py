@@ -14,7 +14,7 @@ from typing import Any, TypedDict, cast
 
 from tokenlens import tables
 from tokenlens.calibration.context import Calibration
-from tokenlens.compress.arms import Arm, build_ladder
+from tokenlens.compress.arms import Arm
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import ArmUnavailable, CompressionError
 from tokenlens.tables import CompressionRow, CompressionStatus
@@ -153,7 +153,7 @@ def measured_arms(
     while the compressions are not in yet (None)."""
     if compressions is None:
         return []
-    ladder = build_ladder(config.methods, config.rates)
+    ladder = config.ladder()
     return [arm.key for arm in ladder if not _never_ran(compressions, arm.key)]
 
 

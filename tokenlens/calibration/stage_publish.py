@@ -18,14 +18,18 @@ if TYPE_CHECKING:
 
 
 def aggregate_stage(cal: Calibration, grades: list[GradeRow]) -> Curve:
-    """Grades -> the per-class curve of the deciding judge (written as `curve`)."""
+    """Grades -> the per-class curve of the deciding judge (written as `curve`).
+
+    The tool-output rungs are walked per kind of tool output, not per class
+    (`tokenlens.decision.tool_kinds`): `publish_stage` decides them."""
     import pandas as pd
 
     from tokenlens.decision import aggregate
+    from tokenlens.decision.tool_kinds import without_tool_arms
 
     df = pd.DataFrame(grades, columns=tables.GRADES.names)
     curve = aggregate(
-        df,
+        without_tool_arms(df),
         tolerance=cal.config.tolerance,
         mode=cal.config.mode,
         judge=judge_name_for(cal.config, cal.model),
@@ -53,6 +57,29 @@ class Published:
 def run_reports_dir(reports: str | Path | Location, run_id: str) -> Location:
     """Where one run's policy and report live: `<reports>/runs/<run-id>/`."""
     return location(reports).child("runs", run_id)
+
+
+def with_tool_output(
+    cal: Calibration, policy: Policy, grades: list[GradeRow], tasks: list[CalibrationTask]
+) -> Policy:
+    """`policy` with the per-kind tool-output entries this run's tool rungs earned (written
+    as the `tool_curve` table when the run graded any)."""
+    import pandas as pd
+
+    from tokenlens.decision.tool_kinds import decide_tool_kinds
+
+    entries, curve = decide_tool_kinds(
+        pd.DataFrame(grades, columns=tables.GRADES.names),
+        tasks,
+        tolerance=cal.config.tolerance,
+        mode=cal.config.mode,
+        judge=judge_name_for(cal.config, cal.model),
+        seed=cal.config.seed,
+    )
+    if curve is None:
+        return policy
+    cal.store.write_table("tool_curve", curve.to_arrow())
+    return policy.model_copy(update={"tool_output": entries})
 
 
 def publish_stage(
@@ -96,7 +123,7 @@ def publish_stage(
             routing.labels,
             judge=judge_name_for(cal.config, cal.model),
         )
-    policy = with_carry_over(policy, cal.config)
+    policy = with_carry_over(with_tool_output(cal, policy, grades, tasks or []), cal.config)
     run_folder = run_reports_dir(cal.config.reports, cal.store.run_id)
     agreement = None
     judges = judge_names(cal.config, cal.model)

@@ -28,17 +28,19 @@ def _day(when: datetime) -> str:
 
 
 def stamp(policy: Policy, max_age: timedelta | None) -> Policy:
-    """Date every fresh entry with an arm: certified at the policy's creation, expiring
-    `max_age` later (None: never)."""
+    """Date every fresh entry with an arm (a tool-output entry's too): certified at the
+    policy's creation, expiring `max_age` later (None: never)."""
 
-    def dated(entry: PolicyEntry) -> PolicyEntry:
-        if entry.arm is None or entry.carried_over is not None:
+    def dated(entry: PolicyEntry, tool: bool = False) -> PolicyEntry:
+        arm = entry.tool_arm if tool else entry.arm
+        if arm is None or entry.carried_over is not None:
             return entry
         certified = entry.certified_at or policy.created
         expires = None if max_age is None else certified + max_age
         return entry.model_copy(update={"certified_at": certified, "expires_at": expires})
 
-    return _map(policy, dated)
+    tools = {kind: dated(entry, tool=True) for kind, entry in policy.tool_output.items()}
+    return _map(policy, dated).model_copy(update={"tool_output": tools})
 
 
 def mismatch(previous: Policy, new: Policy) -> list[str]:

@@ -212,6 +212,7 @@ def _class_rows(
     method: IntervalMethod,
     seed: int,
     alpha: float,
+    refuse_lost_facts: bool = False,
 ) -> list[CurveRow]:
     grades = ClassGrades.of(df)
     n = len(grades.tasks)
@@ -294,8 +295,10 @@ def _class_rows(
             certain = passes and cap_mean >= tolerance - _EPS
         certain = certain and floor.value <= (1.0 - tolerance) + _EPS
         # compression never invents: an arm with a fabricated line or an unmarked drop in a
-        # compressed tool output is refused whatever its grades (see tokenlens.fidelity)
-        passes, certain = passes and all_pairs.faithful, certain and all_pairs.faithful
+        # compressed tool output is refused whatever its grades (see tokenlens.fidelity);
+        # a tool-output rung also with a fact lost (`refuse_lost_facts`)
+        faithful = all_pairs.faithful and not (refuse_lost_facts and all_pairs.fidelity[2])
+        passes, certain = passes and faithful, certain and faithful
         arm_rows.append(
             {
                 **class_cols,
@@ -338,7 +341,11 @@ def _class_rows(
                 status = "unmeasurable"
             elif too_few:
                 status = "too_few_tasks"
-            elif status == "failed" and (row["fabricated_lines"] or row["unmarked_drops"]):
+            elif status == "failed" and (
+                row["fabricated_lines"]
+                or row["unmarked_drops"]
+                or (refuse_lost_facts and row["facts_lost"])
+            ):
                 status = "unfaithful"
         row["status"] = status
         row["chosen"] = measurable and not too_few and row["arm"] == walk.chosen
@@ -355,13 +362,16 @@ def aggregate(
     interval_method: IntervalMethod = "skew_t",
     pooled: bool = True,
     alpha: float = ALPHA,
+    refuse_lost_facts: bool = False,
 ) -> Curve:
     """Grades (columns of `tables.GRADES`) -> per-class x arm curve, walked and marked.
 
     Rows with an error or a missing grade are counted in `n_errors`, never scored;
     a cleartext grade of 0 is counted in `n_broken` and left out of retention.
     `alpha` is the one-sided error of the bounds; the sequential design spends a share
-    of the 5 % at each look (`tokenlens.decision.sequential`).
+    of the 5 % at each look (`tokenlens.decision.sequential`). `refuse_lost_facts` refuses
+    an arm that lost any task's fact as it refuses an unfaithful one (the tool-output
+    rungs' rule, `tokenlens.decision.tool_output`).
     """
     mode = check_mode(mode)
     if not 0.0 < alpha < 0.5:
@@ -378,6 +388,7 @@ def aggregate(
         "method": interval_method,
         "seed": seed,
         "alpha": alpha,
+        "refuse_lost_facts": refuse_lost_facts,
     }
     rows: list[CurveRow] = []
     for task_class, class_df in df.groupby("task_class", sort=True):

@@ -1,11 +1,13 @@
-"""Per-kind tool-output arms from the agent set: the gentlest-first walk, graded by facts.
+"""The model-free pre-check of the per-kind tool-output arms (`tokenlens tool-policy`).
 
-Why no judge: an agent task's facts are exact (computed from the output), so whether a
-compressed tool output still holds them is a count, with no noise floor. The walk is the
-class rule's: from the gentlest rung, stop at the first one that fails on any task, and
-keep the one before. A rung fails with any fabricated line, any unmarked drop (the
-fidelity check's refusal) or any fact lost. The kept rung is ✓ with at least
-`MIN_TASKS` tasks of the kind behind it, ? with fewer, — when even `lossless` failed.
+A calibration decides the per-kind arms from answers it pays for and grades
+(`tokenlens.decision.tool_kinds`). This is the check that needs no model: an agent task's
+facts are exact (computed from the output), so whether a compressed tool output still
+holds them is a count. Each rung is graded on every task of a kind, and the class rule's
+walk (`tokenlens.decision.ladder.walk_ladder`: the gentlest rung first, stop at the first
+that fails) picks the rung. A rung fails with any fabricated line, any unmarked drop (the
+fidelity check's refusal) or any fact lost. The kept rung is ✓ with at least `MIN_TASKS`
+tasks of the kind behind it, ? with fewer, — when even the gentlest failed.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from typing import Any
 
 from tokenlens.compress.toolout.plugin import ToolArmCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
+from tokenlens.config import DEFAULT_TOOL_RUNGS
+from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.facts import Fact
 from tokenlens.fidelity import FidelityReport, check_body, tool_outputs
 from tokenlens.policy import PolicyEntry
 from tokenlens.tokens import estimate_tokens
 
-#: The rungs walked, gentlest first.
-TOOL_RUNGS: tuple[str, ...] = ("lossless", "elide@0.9", "elide@0.7", "elide@0.5", "elide@0.3")
+#: The rungs walked, gentlest first (the calibration's default tool rungs).
+TOOL_RUNGS: tuple[str, ...] = DEFAULT_TOOL_RUNGS
 #: Tasks of a kind for a ✓ (fewer: ?).
 MIN_TASKS = 20
 Request = tuple[dict[str, Any], Sequence[Fact]]
@@ -65,7 +69,8 @@ def grade_rung(rung: str, requests: Sequence[Request]) -> RungResult:
 
 
 def walk(requests: Sequence[Request], rungs: Sequence[str] = TOOL_RUNGS) -> list[RungResult]:
-    """Grade rungs gentlest first, up to and including the first that fails."""
+    """Grade rungs gentlest first, up to and including the first that fails (a rung that
+    saves more keeps fewer lines, so nothing past it can be chosen by `walk_ladder`)."""
     results = []
     for rung in rungs:
         result = grade_rung(rung, requests)
@@ -76,23 +81,27 @@ def walk(requests: Sequence[Request], rungs: Sequence[str] = TOOL_RUNGS) -> list
 
 
 def entry_for(kind: str, results: Sequence[RungResult], min_tasks: int = MIN_TASKS) -> PolicyEntry:
-    """The policy entry of a kind from its walk."""
-    held = [r for r in results if r.holds]
-    failed = next((r for r in results if not r.holds), None)
+    """The policy entry of a kind from its graded rungs, chosen by the class rule's walk."""
+    steps = walk_ladder(
+        Rung(r.rung, r.reduction, r.holds, (0, float(i))) for i, r in enumerate(results)
+    )
+    failed = next((r for r in results if r.rung == steps.first_failure), None)
     stop = (
         f"; {failed.rung} lost {failed.report.facts_lost} facts, "
         f"{failed.report.fabricated_lines} fabricated, {failed.report.unmarked_drops} unmarked"
         if failed
         else ""
     )
-    if not held:
+    tasks = results[0].tasks if results else 0
+    if steps.chosen is None:
         return PolicyEntry(
             task_class=kind,
             verdict="none",
-            reason=f"no tool-output rung held on {results[0].tasks if results else 0} tasks{stop}",
-            n_tasks=results[0].tasks if results else 0,
+            reason=f"no tool-output rung held on {tasks} tasks{stop}",
+            cause="no_arm_held" if failed else "nothing_compressible",
+            n_tasks=tasks,
         )
-    best = held[-1]
+    best = next(r for r in results if r.rung == steps.chosen)
     arm = ToolArm.parse(best.rung)
     return PolicyEntry(
         task_class=kind,

@@ -90,12 +90,15 @@ def _unmeasurable_reason(ctrl: Any, curve: Curve) -> str | None:
 def unfaithful(row: Any) -> str:
     """Why an arm was refused on fidelity: what its compressed tool output broke."""
     fabricated, unmarked = int(row["fabricated_lines"] or 0), int(row["unmarked_drops"] or 0)
+    lost = int(row["facts_lost"] or 0)
     parts = [f"{fabricated} fabricated lines"] if fabricated else []
     parts += [f"{unmarked} lines dropped without a marker"] if unmarked else []
+    parts += [f"{lost} of the tasks' facts lost"] if lost else []
     return " and ".join(parts) + " in its compressed tool output, whatever its grades"
 
 
-def _entry(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
+def entry_of(name: str, rows: pd.DataFrame, curve: Curve) -> PolicyEntry:
+    """The entry of one class (or kind of tool output) from its rows of the curve."""
     control = rows[rows["arm"] == CONTROL]
     if control.empty:
         return _none(
@@ -273,13 +276,13 @@ def decide(
     for name in names:
         rows = curve.rows(name)
         classes[name] = (
-            _entry(name, rows, curve)
+            entry_of(name, rows, curve)
             if not rows.empty
             else _none(name, "unmeasurable", "unmeasurable — no graded pairs for this class")
         )
     pooled = curve.rows(ALL_CLASSES)
     default = (
-        _entry("default", pooled, curve)
+        entry_of("default", pooled, curve)
         if not pooled.empty
         else _none("default", "unmeasurable", "unmeasurable — no graded pairs at all")
     )

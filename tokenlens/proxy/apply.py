@@ -179,10 +179,13 @@ TOOL_FLOOR_ARM = ToolArm("lossless")
 
 def tool_arm_choice(
     entry: PolicyEntry, *, allow_provisional: bool, now: datetime | None = None
-) -> ToolArm:
+) -> ToolArm | None:
     """A tool-output entry's arm, by the class rules: ✓ applies, ? only when allowed, — and
-    an entry past its age limit get the lossless floor."""
+    an entry past its age limit get the lossless floor, except a — whose walk refused its
+    gentlest rung (cause ``no_arm_held``: measured to fail there): None, left as it came."""
     arm = entry.tool_arm
+    if arm is None and entry.cause == "no_arm_held":
+        return None
     if arm is None or entry.expired(now or datetime.now(UTC)):
         return TOOL_FLOOR_ARM
     if entry.verdict == "measured" or (entry.verdict == "provisional" and allow_provisional):
@@ -194,16 +197,17 @@ def tool_arms_for(
     policy: Policy | None, settings: ProxySettings, now: datetime | None = None
 ) -> dict[str, ToolArm]:
     """The tool-output arms by kind: `--compress-tools`, else the policy's `tool_output`
-    entries (a policy without any leaves tool output alone)."""
+    entries (a kind without one, or refused even its gentlest rung, is left alone)."""
     if settings.override_tool_arms is not None:
         return dict(settings.override_tool_arms)
     if policy is None or not policy.tool_output:
         return {}
     allow = settings.allow_provisional
-    return {
+    arms = {
         kind: tool_arm_choice(entry, allow_provisional=allow, now=now)
         for kind, entry in policy.tool_output.items()
     }
+    return {kind: arm for kind, arm in arms.items() if arm is not None}
 
 
 def count_tool_policy_changes(

@@ -10,9 +10,11 @@ body (a new dict; the input must not be mutated)::
 
 It is then the arm ``ext:mytrim`` everywhere an arm is named (``--arm``, ``--methods``,
 the policy file), with the same ledger keys, fidelity check and decision rule as the
-built-in rungs. Two adapters ship with TokenLens: ``ext:headroom`` (headroom-ai's Python
-``compress``) and ``ext:llmtrim`` (llmtrim's in-process binding); neither package is a
-dependency (see docs/external-compressors.md for what each needs offline).
+built-in rungs. ``ext:tools-<rung>`` names TokenLens's own tool-output rungs in that
+shape (``ext:tools-lossless``, ``ext:tools-elide@0.7``). Two adapters ship with
+TokenLens: ``ext:headroom`` (headroom-ai's Python ``compress``) and ``ext:llmtrim``
+(llmtrim's in-process binding); neither package is a dependency (see
+docs/external-compressors.md for what each needs offline).
 
 A plugin that cannot run here raises `tokenlens.errors.ArmUnavailable` with the reason.
 """
@@ -39,6 +41,11 @@ BUILTIN: dict[str, str] = {
 }
 
 Compressor = Callable[[dict[str, Any]], dict[str, Any]]
+#: ``ext:tools-<rung>`` is TokenLens's own tool-output rung ``<rung>`` (``lossless``,
+#: ``elide@0.7``) on every kind of tool output, as a plug-in arm: how a calibration grades
+#: the tool rungs (`tokenlens.decision.tool_output`) with the ledger, fidelity check and
+#: decision rule of any arm.
+TOOL_PREFIX = "tools-"
 
 
 #: Compressors registered at run time (`register`), by name.
@@ -69,6 +76,8 @@ def load(name: str) -> Compressor:
     """The compressor registered as `name` (raises ArmUnavailable if unknown or broken)."""
     if name in _REGISTERED:
         return _REGISTERED[name]
+    if name.startswith(TOOL_PREFIX):
+        return _tool_rung(name[len(TOOL_PREFIX) :])
     target = available().get(name)
     if target is None:
         known = ", ".join(sorted(available()))
@@ -84,6 +93,16 @@ def load(name: str) -> Compressor:
         raise ArmUnavailable(f"external compressor {name!r} ({target}) is not callable")
     compressor: Compressor = obj
     return compressor
+
+
+def _tool_rung(rung: str) -> Compressor:
+    from tokenlens.compress.toolout.plugin import ToolArmCompressor
+    from tokenlens.compress.toolout.rungs import ToolArm
+
+    try:
+        return ToolArmCompressor(ToolArm.parse(rung))
+    except ValueError as exc:
+        raise ArmUnavailable(f"{PREFIX}{TOOL_PREFIX}{rung}: {exc}") from exc
 
 
 def run(name: str, body: dict[str, Any]) -> dict[str, Any]:
