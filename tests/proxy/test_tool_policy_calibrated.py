@@ -1,5 +1,6 @@
 """End to end: a calibration over agent tasks publishes per-kind tool-output arms it
-decided itself, and the proxy applies them."""
+decided itself (the default ladder's tool rungs, walked per kind), and the proxy applies
+them by the class rules."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import pytest
 from tests.calibration.test_agent_calibration import agent_config, run
 from tokenlens.compress import compress_request
 from tokenlens.compress.arms import Arm
+from tokenlens.compress.toolout.rungs import ToolArm
+from tokenlens.decision.tool_kinds import is_tool_arm
 from tokenlens.policy import Policy, load_policy
+from tokenlens.proxy.apply import TOOL_FLOOR_ARM, tool_arms_for
 from tokenlens.proxy.settings import ProxySettings
-from tokenlens.tasks import load_tasks
+from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
 from tokenlens.testing import FakeAnthropic
 
 from .conftest import KEY, ProxyServer
@@ -25,27 +29,109 @@ HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 
 
 @pytest.fixture
-def calibrated(tmp_path: Path, anthropic: FakeAnthropic) -> tuple[Policy, Path]:
-    """A calibration of two agent classes with the default ladder's tool rungs."""
+def calibrated(tmp_path: Path, anthropic: FakeAnthropic) -> tuple[Policy, list[dict[str, Any]]]:
+    """Two agent classes calibrated with no tool option given; (policy, tool curve rows)."""
     config = agent_config(
         tmp_path,
         classes=("agent-vcs", "agent-file-read"),
         max_tasks_per_class=8,
         shortest_tasks_first=False,
         methods=("safe",),
-        tolerance=0.5,
+        tolerance=0.5,  # a verdict on the few tasks the loopback model answers right
     )
-    run(config)
-    latest = tmp_path / "reports" / "policy" / "latest.json"
-    return load_policy(latest), tmp_path
+    grades, _ = run(config)
+    assert {r["arm"] for r in grades if is_tool_arm(r["arm"])} == {
+        "ext:tools-lossless",
+        "ext:tools-elide@0.9",
+        "ext:tools-elide@0.7",
+        "ext:tools-elide@0.5",
+        "ext:tools-elide@0.3",
+    }
+    policy = load_policy(tmp_path / "reports" / "policy" / "latest.json")
+    (table,) = (tmp_path / "store" / "runs").glob("*/tool_curve.parquet")
+    return policy, pq.read_table(table).to_pylist()
 
 
-def test_explore(calibrated: tuple[Policy, Path]) -> None:
-    policy, root = calibrated
-    for k, v in policy.tool_output.items():
-        print(k, v.verdict, v.method, v.rate, v.n_tasks, v.reason)
-    tables = list((root / "store" / "runs").glob("*/tool_curve.parquet"))
-    for r in pq.read_table(tables[0]).to_pylist():
-        print(r["task_class"], r["arm"], r["status"], r["n_tasks"], r["reduction"], r["retention"], r["facts_lost"])
-    print({k: (v.method, v.reason) for k, v in policy.classes.items()})
-    assert False
+def test_the_calibration_publishes_per_kind_arms_walked_gentlest_first(
+    calibrated: tuple[Policy, list[dict[str, Any]]],
+) -> None:
+    policy, curve = calibrated
+    assert set(policy.tool_output) == {"vcs", "file-read"}
+    for kind, entry in policy.tool_output.items():
+        rows = sorted(
+            (r for r in curve if r["task_class"] == kind and r["arm"] != "control"),
+            key=lambda r: r["reduction"],
+        )
+        walked = [r for r in rows if r["status"] != "no_savings"]
+        statuses = [r["status"] for r in walked]
+        # gentlest first: held rungs, then the first failure, then nothing more is held
+        stop = next(i for i, s in enumerate(statuses) if s not in ("held",))
+        assert statuses[:stop] == ["held"] * stop and stop >= 1
+        assert "held" not in statuses[stop + 1 :]
+        assert entry.verdict == "provisional" and entry.certified_at is not None
+        assert entry.tool_arm == ToolArm.parse(walked[stop - 1]["arm"].removeprefix("ext:tools-"))
+        assert entry.n_tasks >= 2
+    # the class entries never carry a tool rung: it is applied per kind, beside them
+    assert not any(is_tool_arm(e.method) for e in policy.entries())
+
+
+def test_a_rung_that_loses_a_fact_is_refused_whatever_its_grades_and_the_walk_stops(
+    calibrated: tuple[Policy, list[dict[str, Any]]],
+) -> None:
+    policy, curve = calibrated
+    rows = {r["arm"]: r for r in curve if r["task_class"] == "vcs"}
+    refused = [r for r in rows.values() if r["status"] == "unfaithful"]
+    assert len(refused) == 1
+    (bad,) = refused
+    assert bad["facts_lost"] >= 1 and bad["fabricated_lines"] == 0 and bad["unmarked_drops"] == 0
+    assert bad["retention"] >= policy.tolerance  # its grades alone would have held it
+    harsher = [r for r in rows.values() if r["reduction"] > bad["reduction"]]
+    assert harsher and all(r["status"] == "not_reached" for r in harsher)
+    assert "facts lost" in policy.tool_output["vcs"].reason
+
+
+StartProxy = Callable[..., ProxyServer]
+
+
+def test_the_proxy_applies_the_calibrated_arms_by_kind(
+    calibrated: tuple[Policy, list[dict[str, Any]]],
+    fake_anthropic: FakeAnthropic,
+    start_proxy: StartProxy,
+    tmp_path: Path,
+) -> None:
+    policy, _ = calibrated
+    published = tmp_path / "reports" / "policy" / "latest.json"
+    task = next(
+        t
+        for t in load_tasks(AGENT_TASKS_PATH, classes=("agent-vcs",))
+        if t.body is not None and len(str(t.body)) > 4000
+    )
+    body = task.to_request(model="claude-haiku-4-5", max_tokens=64)
+    arms = {kind: e.tool_arm for kind, e in policy.tool_output.items() if e.tool_arm}
+    assert arms["vcs"] is not None and arms["vcs"].lossy
+
+    proxy = start_proxy(
+        ProxySettings(
+            upstream=fake_anthropic.base_url, policy_path=published, allow_provisional=True
+        )
+    )
+    assert proxy.state.store is not None
+    assert tool_arms_for(proxy.state.store.policy, proxy.state.settings) == arms
+    sent = _relay(proxy, fake_anthropic, body)
+    assert sent == compress_request(body, Arm("safe"), tool_arms=arms).body
+    assert sent != compress_request(body, Arm("safe")).body  # the tool output was compressed
+    assert proxy.feed()["tool_output"]["tokens_saved"] > 0
+
+    # without --allow-provisional a ? kind gets the lossless floor only
+    strict = start_proxy(ProxySettings(upstream=fake_anthropic.base_url, policy_path=published))
+    assert strict.state.store is not None
+    assert tool_arms_for(strict.state.store.policy, strict.state.settings) == dict.fromkeys(
+        arms, TOOL_FLOOR_ARM
+    )
+
+
+def _relay(proxy: ProxyServer, upstream: FakeAnthropic, body: dict[str, Any]) -> dict[str, Any]:
+    response = httpx.post(f"{proxy.base_url}/v1/messages", json=body, headers=HEADERS, timeout=30)
+    assert response.status_code == 200
+    sent: dict[str, Any] = upstream.calls("/v1/messages")[-1].body
+    return sent

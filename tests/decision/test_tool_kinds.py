@@ -1,0 +1,128 @@
+"""The per-kind tool-output decision of a calibration, on grades chosen by hand."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from tests.grade_tables import cell, frame, uniform
+from tokenlens.compress.toolout.rungs import ToolArm
+from tokenlens.config import DEFAULT_TOOL_RUNGS, CalibrationConfig
+from tokenlens.decision import aggregate
+from tokenlens.decision.tool_kinds import task_kind, tool_curve, tool_entries, without_tool_arms
+from tokenlens.policy import PolicyEntry
+from tokenlens.proxy.apply import TOOL_FLOOR_ARM, tool_arms_for
+from tokenlens.proxy.settings import ProxySettings
+from tokenlens.tasks import AGENT_TASKS_PATH, DEFAULT_TASKS_PATH, load_tasks
+
+from ..proxy.conftest import standard_policy
+
+
+def _grades(tasks: int, lost_on: str | None = None) -> pd.DataFrame:
+    """agent-search tasks: the control, a text arm and four tool rungs, every grade equal;
+    `lost_on` loses one fact on one task."""
+    grades = frame(
+        cell("agent-search", "control", uniform(80, 80, tasks=tasks, reps=1)),
+        cell("agent-search", "safe", uniform(80, 80, tasks=tasks, reps=1), reduction=0.02),
+        *(
+            cell(
+                "agent-search",
+                f"ext:tools-{rung}",
+                uniform(80, 80, tasks=tasks, reps=1),
+                reduction=r,
+            )
+            for rung, r in (
+                ("lossless", 0.1),
+                ("elide@0.9", 0.2),
+                ("elide@0.7", 0.4),
+                ("elide@0.5", 0.6),
+            )
+        ),
+    )
+    grades[["fabricated_lines", "unmarked_drops", "facts_lost"]] = 0
+    if lost_on is not None:
+        one = (grades["arm"] == lost_on) & (grades["task_id"] == "agent-search-3")
+        grades.loc[one, "facts_lost"] = 1
+    return grades
+
+
+def _kinds(grades: pd.DataFrame) -> dict[str, str]:
+    return dict.fromkeys(grades["task_id"], "search")
+
+
+def test_a_fact_lost_on_one_task_refuses_the_rung_and_the_walk_stops_there() -> None:
+    grades = _grades(25, lost_on="ext:tools-elide@0.7")
+    curve = tool_curve(grades, _kinds(grades), tolerance=0.95, mode="interval", judge="metric")
+    assert curve is not None
+    status = dict(zip(curve.table["arm"], curve.table["status"], strict=True))
+    assert status == {
+        "control": "control",
+        "ext:tools-lossless": "held",
+        "ext:tools-elide@0.9": "held",
+        "ext:tools-elide@0.7": "unfaithful",  # perfect grades, one fact lost: a defect
+        "ext:tools-elide@0.5": "ignored",  # holds, but past the first failure
+    }
+    entry = tool_entries(curve)["search"]
+    assert entry.tool_arm == ToolArm("elide", 0.9)
+    assert entry.verdict == "provisional"  # 25 tasks: ? needs 20, ✓ 60
+    assert "1 of the tasks' facts lost" in entry.reason
+    # the same grades with no fact lost walk on to the last rung
+    clean = _grades(25)
+    curve = tool_curve(clean, _kinds(clean), tolerance=0.95, mode="interval", judge="metric")
+    assert curve is not None and tool_entries(curve)["search"].tool_arm == ToolArm("elide", 0.5)
+
+
+def test_enough_tasks_make_a_measured_entry_and_the_class_walk_never_sees_tool_rungs() -> None:
+    grades = _grades(60)
+    curve = tool_curve(grades, _kinds(grades), tolerance=0.95, mode="interval", judge="metric")
+    assert curve is not None
+    assert tool_entries(curve)["search"].verdict == "measured"
+    classes = aggregate(without_tool_arms(grades), tolerance=0.95)
+    assert set(classes.table["arm"]) == {"control", "safe"}
+    assert (
+        tool_curve(
+            without_tool_arms(grades), _kinds(grades), tolerance=0.95, mode="interval", judge=None
+        )
+        is None
+    )
+
+
+def test_a_task_counts_for_the_kind_the_proxy_gives_the_output_its_facts_come_from() -> None:
+    kinds: Counter[tuple[str, str | None]] = Counter(
+        (task.task_class, task_kind(task)) for task in load_tasks(AGENT_TASKS_PATH)
+    )
+    for name in ("search", "listing", "file-read", "json", "vcs"):
+        assert {k for c, k in kinds if c == f"agent-{name}"} == {name}
+    # dpkg.log slices and changelogs read with sed / zcat | head are file reads to the proxy
+    assert kinds[("agent-log", "log")] > 0 and kinds[("agent-log", "file-read")] > 0
+    assert kinds[("agent-log", "log")] + kinds[("agent-log", "file-read")] == sum(
+        n for (c, _), n in kinds.items() if c == "agent-log"
+    )
+
+
+def test_the_default_ladder_adds_the_tool_rungs_only_for_tasks_with_tool_output() -> None:
+    agent = CalibrationConfig(tasks=AGENT_TASKS_PATH, classes=("agent-vcs",), methods=("safe",))
+    resolved = agent.with_tool_rungs(agent.selected_tasks())
+    assert resolved.tool_rungs == DEFAULT_TOOL_RUNGS
+    assert [a.key for a in resolved.ladder()] == [
+        "safe",
+        *(f"ext:tools-{rung}" for rung in DEFAULT_TOOL_RUNGS),
+    ]
+    plain = CalibrationConfig(tasks=DEFAULT_TASKS_PATH, methods=("safe",))
+    assert plain.with_tool_rungs(plain.selected_tasks()).ladder() == plain.ladder()
+    off = CalibrationConfig(tasks=AGENT_TASKS_PATH, classes=("agent-vcs",), tool_rungs=("none",))
+    assert off.with_tool_rungs(off.selected_tasks()).tool_rungs == ()
+
+
+def test_the_proxy_leaves_a_kind_alone_whose_gentlest_rung_was_refused() -> None:
+    def none(cause: str) -> PolicyEntry:
+        return PolicyEntry(task_class="log", verdict="none", reason="test", cause=cause)  # type: ignore[arg-type]
+
+    settings = ProxySettings()
+    refused = standard_policy().model_copy(update={"tool_output": {"log": none("no_arm_held")}})
+    assert tool_arms_for(refused, settings) == {}
+    unmeasured = standard_policy().model_copy(
+        update={"tool_output": {"log": none("too_few_tasks")}}
+    )
+    assert tool_arms_for(unmeasured, settings) == {"log": TOOL_FLOOR_ARM}
