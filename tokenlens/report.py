@@ -61,7 +61,8 @@ def _arm_text(entry: PolicyEntry) -> str:
 
 def seed_lines(policy: Policy) -> list[str]:
     """One line per class (and default), e.g.
-    ``✓ extraction  llmlingua2 rate=0.8  14.9% smaller at 99.8% quality``."""
+    ``✓ extraction  llmlingua2 rate=0.8  14.9% smaller at 99.8% quality``, then one per
+    kind of tool output the policy has an entry for."""
     entries = [*policy.classes.values(), policy.default]
     width = max(len(e.task_class) for e in entries) + 2
     lines: list[str] = []
@@ -83,6 +84,16 @@ def seed_lines(policy: Policy) -> list[str]:
             lines.append(" " * (width + 2) + f"ignored after the first failure: {ignored}")
         if entry.carried_over is not None:
             lines.append(" " * (width + 2) + carried_note(entry))
+    for kind, entry in policy.tool_output.items():  # per kind of tool output
+        arm = entry.tool_arm
+        head = f"{entry.mark} tool output: {kind}  "
+        if arm is None:
+            lines.append(f"{head}none — {entry.reason}")
+        else:
+            lines.append(
+                f"{head}{arm.key}  {entry.reduction_pct or 0.0:.1f}% smaller at "
+                f"{_pct(entry.retention_mean)} quality"
+            )
     return lines
 
 

@@ -20,6 +20,7 @@ from tokenlens.decision.tool_kinds import is_tool_arm
 from tokenlens.policy import Policy, load_policy
 from tokenlens.proxy.apply import TOOL_FLOOR_ARM, tool_arms_for
 from tokenlens.proxy.settings import ProxySettings
+from tokenlens.report import seed_lines
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
 from tokenlens.testing import FakeAnthropic
 
@@ -73,6 +74,8 @@ def test_the_calibration_publishes_per_kind_arms_walked_gentlest_first(
         assert entry.n_tasks >= 2
     # the class entries never carry a tool rung: it is applied per kind, beside them
     assert not any(is_tool_arm(e.method) for e in policy.entries())
+    shown = [line for line in seed_lines(policy) if "tool output: " in line]
+    assert len(shown) == 2 and all(line.startswith("? tool output: ") for line in shown)
 
 
 def test_a_rung_that_loses_a_fact_is_refused_whatever_its_grades_and_the_walk_stops(
