@@ -85,13 +85,12 @@ def seed_lines(policy: Policy) -> list[str]:
         if entry.carried_over is not None:
             lines.append(" " * (width + 2) + carried_note(entry))
     for kind, entry in policy.tool_output.items():  # per kind of tool output
-        arm = entry.tool_arm
         head = f"{entry.mark} tool output: {kind}  "
-        if arm is None:
+        if entry.verdict == "none":
             lines.append(f"{head}none — {entry.reason}")
         else:
             lines.append(
-                f"{head}{arm.key}  {entry.reduction_pct or 0.0:.1f}% smaller at "
+                f"{head}{_arm_text(entry)}  {entry.reduction_pct or 0.0:.1f}% smaller at "
                 f"{_pct(entry.retention_mean)} quality"
             )
     return lines
@@ -146,7 +145,11 @@ def _class_table(policy: Policy) -> tuple[list[str], list[list[str]]]:
         "ignored arms",
         "reason",
     ]
-    entries = [*policy.classes.values(), policy.default]
+    tools = [  # per kind of tool output, after the classes
+        entry.model_copy(update={"task_class": f"tool output: {kind}"})
+        for kind, entry in policy.tool_output.items()
+    ]
+    entries = [*policy.classes.values(), policy.default, *tools]
     reviewed = any(e.people_retention is not None for e in entries)
     if reviewed:
         header.insert(6, "retention by people (95% bounds)")

@@ -30,8 +30,11 @@ HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 
 
 @pytest.fixture
-def calibrated(tmp_path: Path, anthropic: FakeAnthropic) -> tuple[Policy, list[dict[str, Any]]]:
-    """Two agent classes calibrated with no tool option given; (policy, tool curve rows)."""
+def calibrated(
+    tmp_path: Path, anthropic: FakeAnthropic
+) -> tuple[Policy, list[dict[str, Any]], Path]:
+    """Two agent classes calibrated with no tool option given; (policy, tool curve rows,
+    root folder)."""
     config = agent_config(
         tmp_path,
         classes=("agent-vcs", "agent-file-read"),
@@ -50,13 +53,13 @@ def calibrated(tmp_path: Path, anthropic: FakeAnthropic) -> tuple[Policy, list[d
     }
     policy = load_policy(tmp_path / "reports" / "policy" / "latest.json")
     (table,) = (tmp_path / "store" / "runs").glob("*/tool_curve.parquet")
-    return policy, pq.read_table(table).to_pylist()
+    return policy, pq.read_table(table).to_pylist(), tmp_path
 
 
 def test_the_calibration_publishes_per_kind_arms_walked_gentlest_first(
-    calibrated: tuple[Policy, list[dict[str, Any]]],
+    calibrated: tuple[Policy, list[dict[str, Any]], Path],
 ) -> None:
-    policy, curve = calibrated
+    policy, curve, root = calibrated
     assert set(policy.tool_output) == {"vcs", "file-read"}
     for kind, entry in policy.tool_output.items():
         rows = sorted(
@@ -76,12 +79,14 @@ def test_the_calibration_publishes_per_kind_arms_walked_gentlest_first(
     assert not any(is_tool_arm(e.method) for e in policy.entries())
     shown = [line for line in seed_lines(policy) if "tool output: " in line]
     assert len(shown) == 2 and all(line.startswith("? tool output: ") for line in shown)
+    (page,) = (root / "reports" / "runs").glob("*/calibration.md")
+    assert "tool output: vcs" in page.read_text() and "tool output: file-read" in page.read_text()
 
 
 def test_a_rung_that_loses_a_fact_is_refused_whatever_its_grades_and_the_walk_stops(
-    calibrated: tuple[Policy, list[dict[str, Any]]],
+    calibrated: tuple[Policy, list[dict[str, Any]], Path],
 ) -> None:
-    policy, curve = calibrated
+    policy, curve, _ = calibrated
     rows = {r["arm"]: r for r in curve if r["task_class"] == "vcs"}
     refused = [r for r in rows.values() if r["status"] == "unfaithful"]
     assert len(refused) == 1
@@ -97,12 +102,12 @@ StartProxy = Callable[..., ProxyServer]
 
 
 def test_the_proxy_applies_the_calibrated_arms_by_kind(
-    calibrated: tuple[Policy, list[dict[str, Any]]],
+    calibrated: tuple[Policy, list[dict[str, Any]], Path],
     fake_anthropic: FakeAnthropic,
     start_proxy: StartProxy,
     tmp_path: Path,
 ) -> None:
-    policy, _ = calibrated
+    policy, _, _ = calibrated
     published = tmp_path / "reports" / "policy" / "latest.json"
     task = next(
         t
