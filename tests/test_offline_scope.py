@@ -14,10 +14,12 @@ from tokenlens.commands.calibrate import config_from_args, explicit_options
 from tokenlens.config import (
     OFFLINE_CLASS,
     OFFLINE_SPARE_TASKS,
+    OFFLINE_TOOL_RUNGS,
     CalibrationConfig,
     offline_scope,
 )
 from tokenlens.decision.evidence import tasks_for_provisional
+from tokenlens.tasks import AGENT_TASKS_PATH
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +109,12 @@ def test_a_chosen_design_is_kept_and_shards_keep_the_fixed_design(tmp_path: Path
     assert scope_of("--tasks", str(path), "--design", "sequential")[0].design == "sequential"
     config, banner = scope_of("--tasks", str(path), "--shards", "2")
     assert config.design == "fixed" and "design" not in banner
+
+
+def test_tasks_with_tool_output_get_two_tool_rungs_offline(tmp_path: Path) -> None:
+    config, banner = scope_of("--tasks", str(AGENT_TASKS_PATH), "--classes", "agent-vcs")
+    assert config.tool_rungs == OFFLINE_TOOL_RUNGS and "--tool-rungs" in banner
+    given, _ = scope_of("--tasks", str(AGENT_TASKS_PATH), "--tool-rungs", "elide@0.5")
+    assert given.tool_rungs == ("elide@0.5",)
+    plain, banner = scope_of("--tasks", str(task_file(tmp_path, {OFFLINE_CLASS: 30})))
+    assert plain.tool_rungs is None and "--tool-rungs" not in banner

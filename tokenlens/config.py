@@ -230,6 +230,8 @@ OFFLINE_REPEATS = 1
 #: The gentlest rung and a lossy one: the walk stops at the first that fails.
 OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
 OFFLINE_RATES: tuple[float, ...] = (0.6,)
+#: On tasks with tool results, the gentlest tool-output rung and a lossy one likewise.
+OFFLINE_TOOL_RUNGS: tuple[str, ...] = ("lossless", "elide@0.7")
 OFFLINE_MAX_TOKENS = 192
 #: Greedy decoding. Sampled at temperature 1 (or even 0.3) a small model's two cleartext
 #: answers to one prompt grade far apart (SmolLM2: control losses of 30-80 % measured),
@@ -293,6 +295,14 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
             f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m for m in OFFLINE_METHODS
         )
         notes.append(f"arms {ladder} (widen: --methods safe,minify,prune --rates 0.8,0.6)")
+    if config.tool_rungs is None and "tool_rungs" not in given:
+        scoped = config.model_copy(update=updates)
+        if scoped.with_tool_rungs(scoped.selected_tasks()).tool_rungs:
+            updates["tool_rungs"] = OFFLINE_TOOL_RUNGS
+            notes.append(
+                f"tool-output rungs {' then '.join(OFFLINE_TOOL_RUNGS)} (widen: --tool-rungs "
+                "lossless,elide@0.9,elide@0.7,elide@0.5)"
+            )
     if "max_tokens" not in given:
         updates["max_tokens"] = OFFLINE_MAX_TOKENS
         notes.append(f"answers up to {OFFLINE_MAX_TOKENS} tokens (--max-tokens N)")
