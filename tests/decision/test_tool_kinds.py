@@ -126,3 +126,41 @@ def test_the_proxy_leaves_a_kind_alone_whose_gentlest_rung_was_refused() -> None
         update={"tool_output": {"log": none("too_few_tasks")}}
     )
     assert tool_arms_for(unmeasured, settings) == {"log": TOOL_FLOOR_ARM}
+
+
+def test_a_kind_this_run_could_not_measure_keeps_its_last_entry_until_its_age_limit() -> None:
+    from datetime import timedelta
+
+    from tokenlens.decision.carryover import carry_over
+
+    previous = standard_policy("cal-11111111")
+    measured = PolicyEntry(
+        task_class="vcs", verdict="measured", method="elide", rate=0.7, reason="held"
+    )
+    previous = carry_over(
+        previous.model_copy(update={"tool_output": {"vcs": measured}}),
+        None,
+        max_age=timedelta(days=7),
+        now=previous.created,
+    )
+    assert previous.tool_output["vcs"].expires_at == previous.created + timedelta(days=7)
+
+    def tonight(cause: str) -> PolicyEntry:
+        return PolicyEntry(task_class="vcs", verdict="none", reason="tonight", cause=cause)  # type: ignore[arg-type]
+
+    later = previous.created + timedelta(days=1)
+    for cause, kept in (("too_few_tasks", True), ("no_arm_held", False)):
+        new = standard_policy("cal-22222222").model_copy(
+            update={"created": later, "tool_output": {"vcs": tonight(cause)}}
+        )
+        entry = carry_over(new, previous, max_age=timedelta(days=7), now=later).tool_output["vcs"]
+        assert (entry.tool_arm == ToolArm("elide", 0.7)) is kept
+        assert (entry.carried_over is not None) is kept
+    past = later + timedelta(days=10)
+    new = standard_policy("cal-33333333").model_copy(
+        update={"created": past, "tool_output": {"vcs": tonight("too_few_tasks")}}
+    )
+    assert (
+        carry_over(new, previous, max_age=timedelta(days=7), now=past).tool_output["vcs"].tool_arm
+        is None
+    )

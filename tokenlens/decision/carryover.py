@@ -70,17 +70,22 @@ def carry_over(
         return new
     differs = mismatch(previous, new)
 
-    def carried(entry: PolicyEntry) -> PolicyEntry:
+    def carried(entry: PolicyEntry, tool: bool = False) -> PolicyEntry:
         if entry.cause not in COULD_NOT_MEASURE:
             return entry
-        old = (
-            previous.default
-            if entry.task_class == "default"
-            else previous.classes.get(entry.task_class)
-        )
-        if old is None or old.arm is None:
+        if tool:
+            old = previous.tool_output.get(entry.task_class)
+            arm_key = None if old is None or old.tool_arm is None else old.tool_arm.key
+        else:
+            old = (
+                previous.default
+                if entry.task_class == "default"
+                else previous.classes.get(entry.task_class)
+            )
+            arm_key = None if old is None or old.arm is None else old.arm.key
+        if old is None or arm_key is None:
             return entry
-        label = arm_label(old.arm.key)
+        label = arm_label(arm_key)
         if differs:
             note = (
                 f"; the last policy's {label} (calibration {previous.calibration_id}) is not "
@@ -120,7 +125,8 @@ def carry_over(
             }
         )
 
-    return _map(new, carried)
+    tools = {kind: carried(entry, tool=True) for kind, entry in new.tool_output.items()}
+    return _map(new, carried).model_copy(update={"tool_output": tools})
 
 
 def carry_everything(
