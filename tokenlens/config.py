@@ -10,14 +10,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, select_tasks
-
-if TYPE_CHECKING:
-    from tokenlens.compress.arms import Arm
 
 #: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
@@ -180,16 +177,6 @@ class CalibrationConfig(BaseModel):
             (DEFAULT_TOOL_RUNGS if self.tool_rungs is None else self.tool_rungs) if holds else ()
         )
         return self if rungs == self.tool_rungs else self.model_copy(update={"tool_rungs": rungs})
-
-    def ladder(self) -> list[Arm]:
-        """Every arm of the run, gentlest first: the text ladder (`methods` x `rates`), then
-        the tool-output rungs as the plug-in arms ``ext:tools-<rung>`` (after
-        `with_tool_rungs`; unresolved, none)."""
-        from tokenlens.compress.arms import build_ladder
-        from tokenlens.compress.external import PREFIX, TOOL_PREFIX
-
-        tools = [f"{PREFIX}{TOOL_PREFIX}{rung}" for rung in self.tool_rungs or ()]
-        return build_ladder([*self.methods, *tools], self.rates)
 
     def resolved_backend(self) -> Literal["anthropic", "local"]:
         """`auto` means Anthropic when a key is configured, else the embedded local model."""

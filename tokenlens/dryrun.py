@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tokenlens.calibration.context import run_ladder
 from tokenlens.calibration.estimate import CallPlan
 from tokenlens.compress.arms import Arm
 from tokenlens.compress.request import compress_request
@@ -79,7 +80,7 @@ def dry_run_rows(
     With a `counter`, every body is then counted exactly, `count_concurrency(config)` at a
     time (`progress(done, total)` after each)."""
     settings = settings or CompressSettings(llmlingua_model=config.llmlingua_model)
-    arms = config.ladder()
+    arms = run_ladder(config)
     model = answer_model(config)
     rows: list[DryRunRow] = []
     bodies: list[dict[str, Any] | None] = []  # per row, what count_tokens is asked about
@@ -275,7 +276,7 @@ def run_dry_run(config: CalibrationConfig) -> int:
     config = config.with_tool_rungs(config.selected_tasks())
     counter = exact_counter(config)
     if counter is not None:
-        bodies = len(config.selected_tasks()) * (1 + len(config.ladder()))
+        bodies = len(config.selected_tasks()) * (1 + len(run_ladder(config)))
         print(
             f"Counting up to {bodies} prompts exactly with Anthropic's count_tokens endpoint "
             f"(free, no model call; {count_concurrency(config)} at a time)...",

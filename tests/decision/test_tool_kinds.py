@@ -7,6 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from tests.grade_tables import cell, frame, uniform
+from tokenlens.calibration.context import run_ladder
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.config import DEFAULT_TOOL_RUNGS, CalibrationConfig
 from tokenlens.decision import aggregate
@@ -105,12 +106,12 @@ def test_the_default_ladder_adds_the_tool_rungs_only_for_tasks_with_tool_output(
     agent = CalibrationConfig(tasks=AGENT_TASKS_PATH, classes=("agent-vcs",), methods=("safe",))
     resolved = agent.with_tool_rungs(agent.selected_tasks())
     assert resolved.tool_rungs == DEFAULT_TOOL_RUNGS
-    assert [a.key for a in resolved.ladder()] == [
+    assert [a.key for a in run_ladder(resolved)] == [
         "safe",
         *(f"ext:tools-{rung}" for rung in DEFAULT_TOOL_RUNGS),
     ]
     plain = CalibrationConfig(tasks=DEFAULT_TASKS_PATH, methods=("safe",))
-    assert plain.with_tool_rungs(plain.selected_tasks()).ladder() == plain.ladder()
+    assert run_ladder(plain.with_tool_rungs(plain.selected_tasks())) == run_ladder(plain)
     off = CalibrationConfig(tasks=AGENT_TASKS_PATH, classes=("agent-vcs",), tool_rungs=("none",))
     assert off.with_tool_rungs(off.selected_tasks()).tool_rungs == ()
 
@@ -164,3 +165,20 @@ def test_a_kind_this_run_could_not_measure_keeps_its_last_entry_until_its_age_li
         carry_over(new, previous, max_age=timedelta(days=7), now=past).tool_output["vcs"].tool_arm
         is None
     )
+
+
+def test_the_tool_arm_of_a_calibration_compresses_as_the_proxy_does() -> None:
+    import copy
+
+    from tokenlens.compress import Arm, compress_request
+    from tokenlens.compress.toolout.kinds import KINDS
+
+    for task in load_tasks(AGENT_TASKS_PATH, classes=("agent-search", "agent-json"))[:6]:
+        body = task.to_request(model="m")
+        before = copy.deepcopy(body)
+        for rung in ("lossless", "elide@0.7"):
+            proxy = compress_request(
+                body, Arm("control"), tool_arms=dict.fromkeys(KINDS, ToolArm.parse(rung))
+            )
+            assert compress_request(body, Arm.parse(f"ext:tools-{rung}")).body == proxy.body
+        assert body == before

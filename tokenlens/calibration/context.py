@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from tokenlens.calibration.runner import NoProgress, Progress
 from tokenlens.calibration.store import Store
-from tokenlens.compress.arms import Arm
+from tokenlens.compress.arms import Arm, build_ladder
+from tokenlens.compress.external import PREFIX, TOOL_PREFIX
 from tokenlens.config import DEFAULT_ANTHROPIC_MODEL, CalibrationConfig
 from tokenlens.ledger import Ledger, LedgerClient, SpendMeter
 from tokenlens.models.base import ModelClient
@@ -60,7 +61,15 @@ class Calibration:
 
     @property
     def arms(self) -> list[Arm]:
-        return self.config.ladder()
+        return run_ladder(self.config)
+
+
+def run_ladder(config: CalibrationConfig) -> list[Arm]:
+    """Every arm of a run, gentlest first: the text ladder (`methods` x `rates`), then the
+    tool-output rungs as the plug-in arms ``ext:tools-<rung>`` (once
+    `CalibrationConfig.with_tool_rungs` resolved them; unresolved, none)."""
+    tools = [f"{PREFIX}{TOOL_PREFIX}{rung}" for rung in config.tool_rungs or ()]
+    return build_ladder([*config.methods, *tools], config.rates)
 
 
 def answer_model(config: CalibrationConfig, client: ModelClient) -> str:
@@ -90,7 +99,7 @@ def calibration_key(config: CalibrationConfig, tasks: list[CalibrationTask], mod
     samples (see `tokenlens.calibration.runs`)."""
     from tokenlens.identity import calibration_id
 
-    arms = config.ladder()
+    arms = run_ladder(config)
     return calibration_id(
         tasks=tasks,
         arms=arms,

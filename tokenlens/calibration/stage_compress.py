@@ -13,7 +13,7 @@ import json
 from typing import Any, TypedDict, cast
 
 from tokenlens import tables
-from tokenlens.calibration.context import Calibration
+from tokenlens.calibration.context import Calibration, run_ladder
 from tokenlens.compress.arms import Arm
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import ArmUnavailable, CompressionError
@@ -153,7 +153,7 @@ def measured_arms(
     while the compressions are not in yet (None)."""
     if compressions is None:
         return []
-    ladder = config.ladder()
+    ladder = run_ladder(config)
     return [arm.key for arm in ladder if not _never_ran(compressions, arm.key)]
 
 

@@ -102,6 +102,7 @@ def publish_stage(
     from tokenlens.calibration.carry import with_carry_over
     from tokenlens.calibration.judging import grader_lines
     from tokenlens.decision import decide, exit_code, judge_agreement, unresolved_classes
+    from tokenlens.decision.tool_kinds import without_tool_arms
     from tokenlens.policy import write_policy
     from tokenlens.report import write_report
 
@@ -131,7 +132,7 @@ def publish_stage(
         deciding = judge_name_for(cal.config, cal.model)
         other = next(name for name in judges if name != deciding)
         agreement = judge_agreement(
-            pd.DataFrame(grades, columns=tables.GRADES.names),
+            without_tool_arms(pd.DataFrame(grades, columns=tables.GRADES.names)),
             judges=(deciding, other),
             tolerance=cal.config.tolerance,
             mode=cal.config.mode,

@@ -1,16 +1,18 @@
 """The tool-output rungs in the plug-in shape (a Messages body -> a Messages body).
 
-Apart from `body.py` because it calls `compress_request`, which itself imports `body.py`:
-benches, `tokenlens fidelity` and the per-kind arm picker grade the rungs through the same
-seam as any external compressor.
+Benches, `tokenlens fidelity`, the model-free per-kind pre-check and a calibration (as the
+arms ``ext:tools-<rung>``, `tokenlens.compress.external`) grade the rungs through the same
+seam as any external compressor. It calls `compress_tool_results` directly, not
+`compress_request` (which reaches the plug-ins through `tokenlens.compress.external`):
+with the text arm `control`, that is all `compress_request` would do to the body.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from tokenlens.compress.arms import Arm
-from tokenlens.compress.request import compress_request
+from tokenlens.compress.toolout.body import compress_tool_results
 from tokenlens.compress.toolout.kinds import KINDS
 from tokenlens.compress.toolout.rungs import ToolArm
 
@@ -24,5 +26,6 @@ class ToolArmCompressor:
         self.arm = arm
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        arms = dict.fromkeys(KINDS, self.arm)
-        return compress_request(body, Arm("control"), tool_arms=arms).body
+        new = copy.deepcopy(body)  # the caller's body is never changed
+        compress_tool_results(new, dict.fromkeys(KINDS, self.arm))
+        return new
