@@ -20,7 +20,7 @@ from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, sel
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
 DEFAULT_RATES: tuple[float, ...] = (0.8, 0.6, 0.4)
 #: The tool-output rungs a calibration walks per kind of tool output, gentlest first, when
-#: its tasks hold tool results (`tokenlens.decision.tool_output`).
+#: its tasks hold tool results (`tokenlens.decision.tool_kinds`).
 DEFAULT_TOOL_RUNGS: tuple[str, ...] = (
     "lossless",
     "elide@0.9",

@@ -95,7 +95,7 @@ def test_a_task_counts_for_the_kind_the_proxy_gives_the_output_its_facts_come_fr
     )
     for name in ("search", "listing", "file-read", "json", "vcs"):
         assert {k for c, k in kinds if c == f"agent-{name}"} == {name}
-    # dpkg.log slices and changelogs read with sed / zcat | head are file reads to the proxy
+    # dpkg.log slices and changelogs read with sed, tail or zcat | head are file reads to the proxy
     assert kinds[("agent-log", "log")] > 0 and kinds[("agent-log", "file-read")] > 0
     assert kinds[("agent-log", "log")] + kinds[("agent-log", "file-read")] == sum(
         n for (c, _), n in kinds.items() if c == "agent-log"
