@@ -44,11 +44,14 @@ def agent_config(root: Path, **overrides: Any) -> CalibrationConfig:
 def run(config: CalibrationConfig) -> tuple[list[dict[str, Any]], str]:
     """Every stage, as the flow runs them; (grades rows, the report's markdown)."""
     cal, tasks = open_calibration(config)
-    stages.load_stage(config, cal.store, tasks, cal.model)
-    compressions = stages.compress_stage(cal, tasks)
-    grades = stages.pay_stage(cal, tasks, compressions).grades
-    curve = stages.aggregate_stage(cal, grades)
-    stages.publish_stage(cal, curve, grades, list(config.classes or ()), None, tasks)
+    try:
+        stages.load_stage(config, cal.store, tasks, cal.model)
+        compressions = stages.compress_stage(cal, tasks)
+        grades = stages.pay_stage(cal, tasks, compressions).grades
+        curve = stages.aggregate_stage(cal, grades)
+        stages.publish_stage(cal, curve, grades, list(config.classes or ()), None, tasks)
+    finally:
+        cal.calls.close()  # the client's sockets, not left to the garbage collector
     stored = pq.read_table(Path(config.store) / "runs" / cal.store.run_id / "grades.parquet")
     report = (Path(config.reports) / "runs" / cal.store.run_id / "calibration.md").read_text()
     return stored.to_pylist(), report
