@@ -103,6 +103,7 @@ def test_offline_on_the_embedded_model(tmp_path: Path, monkeypatch: pytest.Monke
         classes=("agent-listing",),
         max_tasks_per_class=3,
         methods=("safe",),
+        tool_rungs=("none",),  # the text arm alone: the tool rungs' walk has tests of its own
         concurrency=1,
         max_tokens=192,  # the offline scope's
     )
