@@ -169,10 +169,14 @@ class CalibrationConfig(BaseModel):
     def with_tool_rungs(self, tasks: Iterable[CalibrationTask]) -> CalibrationConfig:
         """The settings with `tool_rungs` resolved for these tasks: the rungs asked for (by
         default `DEFAULT_TOOL_RUNGS`) when a task holds a tool result, else none, so a run
-        on plain text tasks measures (and is identified by) the arms it always had."""
+        on plain text tasks measures (and is identified by) the arms it always had. The
+        sequential design walks text arms only (its rounds sample per class, and the tool
+        rungs are walked per kind): none there either."""
         from tokenlens.fidelity import tool_outputs
 
-        holds = any(task.body is not None and tool_outputs(task.body) for task in tasks)
+        holds = self.design == "fixed" and any(
+            task.body is not None and tool_outputs(task.body) for task in tasks
+        )
         rungs = (
             (DEFAULT_TOOL_RUNGS if self.tool_rungs is None else self.tool_rungs) if holds else ()
         )

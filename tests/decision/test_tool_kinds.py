@@ -114,6 +114,8 @@ def test_the_default_ladder_adds_the_tool_rungs_only_for_tasks_with_tool_output(
     assert run_ladder(plain.with_tool_rungs(plain.selected_tasks())) == run_ladder(plain)
     off = CalibrationConfig(tasks=AGENT_TASKS_PATH, classes=("agent-vcs",), tool_rungs=("none",))
     assert off.with_tool_rungs(off.selected_tasks()).tool_rungs == ()
+    rounds = agent.model_copy(update={"design": "sequential"})
+    assert rounds.with_tool_rungs(rounds.selected_tasks()).tool_rungs == ()
 
 
 def test_the_proxy_leaves_a_kind_alone_whose_gentlest_rung_was_refused() -> None:

@@ -29,7 +29,6 @@ from tokenlens.decision.sequential import (
     SequentialSettings,
     run_sequential,
 )
-from tokenlens.decision.tool_kinds import is_tool_arm
 from tokenlens.tables import AnswerRow, CompressionRow, GradeRow
 from tokenlens.tasks import CalibrationTask
 
@@ -51,8 +50,7 @@ def class_plans(
 ) -> list[ClassPlan]:
     """Per class: its tasks in file order, its runnable arms gentlest first (by the
     reduction the compression stage measured on that class)."""
-    # the tool-output rungs are decided per kind in the fixed design only (tool_kinds)
-    arms = [a for a in measured_arms(cal.config, list(compressions)) if not is_tool_arm(a)]
+    arms = measured_arms(cal.config, list(compressions))
     plans: list[ClassPlan] = []
     for name in dict.fromkeys(t.task_class for t in tasks):
         ids = tuple(t.id for t in tasks if t.task_class == name)
