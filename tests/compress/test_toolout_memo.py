@@ -1,0 +1,147 @@
+"""The tool-output memo: a resent output is neither compressed nor counted again, and the
+memo never answers for another text, call or arm."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenlens.compress import Arm, compress_request
+from tokenlens.compress import result as result_module
+from tokenlens.compress.result import body_tokens
+from tokenlens.compress.toolout import body as body_module
+from tokenlens.compress.toolout.kinds import KINDS
+from tokenlens.compress.toolout.rungs import MIN_CHARS, ToolArm, compress_tool_text
+from tokenlens.tokens import estimate_tokens
+
+SESSION = Path(__file__).parents[1] / "proxy" / "data" / "agent_session.json"
+CONTROL = Arm("control")
+#: Arms by kind, one kind apart: a call that changes an output's kind changes its arm.
+ELIDE = {kind: ToolArm.parse("elide@0.3" if kind == "file-read" else "elide@0.5") for kind in KINDS}
+
+
+def _body(turns: int = 6) -> dict[str, Any]:
+    session = json.loads(SESSION.read_text(encoding="utf-8"))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": session["ask"]}]
+    for n, turn in enumerate(session["turns"][:turns]):
+        use = {"type": "tool_use", "id": f"toolu_01M{n}", "name": "bash"}
+        use["input"] = {"command": turn["command"]}
+        messages.append({"role": "assistant", "content": [use]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_01M{n}", "content": turn["output"]}
+        messages.append({"role": "user", "content": [result]})
+    return {"model": "m", "max_tokens": 8, "messages": messages}
+
+
+class Calls:
+    """Counts calls to the rungs and the tokenizer as the memo module sees them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.compressed: list[str] = []
+        self.counted: list[str] = []
+
+        def compress(text: str, arm: ToolArm, tool_use: dict[str, Any] | None = None) -> str:
+            self.compressed.append(text)
+            return compress_tool_text(text, arm, tool_use)
+
+        def count(text: str) -> int:
+            self.counted.append(text)
+            return estimate_tokens(text)
+
+        monkeypatch.setattr(body_module, "compress_tool_text", compress)
+        monkeypatch.setattr(body_module, "estimate_tokens", count)
+        monkeypatch.setattr(result_module, "estimate_tokens", count)
+
+
+@pytest.fixture(autouse=True)
+def empty_memo() -> Iterator[None]:
+    body_module._memo.clear()
+    yield
+    body_module._memo.clear()
+
+
+def test_a_resent_body_is_neither_compressed_nor_counted_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = Calls(monkeypatch)
+    body = _body()
+    first = compress_request(body, CONTROL, tool_arms=ELIDE)
+    _ = first.original_tokens, first.tool_tokens_saved
+    assert first.tool_rewrites and calls.compressed and calls.counted
+    calls.compressed.clear()
+    calls.counted.clear()
+    again = compress_request(copy.deepcopy(body), CONTROL, tool_arms=ELIDE)
+    _ = again.original_tokens, again.tool_tokens_saved
+    assert calls.compressed == [] and calls.counted == []
+    assert json.dumps(again.body) == json.dumps(first.body)
+    assert again.tool_tokens_saved == first.tool_tokens_saved
+
+
+def test_only_the_new_output_of_a_next_turn_is_compressed(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls(monkeypatch)
+    compress_request(_body(5), CONTROL, tool_arms=ELIDE)
+    calls.compressed.clear()
+    compress_request(_body(6), CONTROL, tool_arms=ELIDE)
+    newest = json.loads(SESSION.read_text(encoding="utf-8"))["turns"][5]["output"]
+    assert calls.compressed == [newest]
+
+
+def test_the_same_id_with_another_text_call_or_arm_is_compressed_afresh() -> None:
+    body = _body()
+    compress_request(body, CONTROL, tool_arms=ELIDE)
+    changed = copy.deepcopy(body)
+    block = changed["messages"][4]["content"][0]  # turn 1: another text
+    block["content"] = "# another output\n" + block["content"]
+    use = changed["messages"][5]["content"][0]  # turn 2: a call of another kind, same text
+    use["input"] = {"command": "sed -n '1,40p' notes.txt"}
+    for arms in (ELIDE, {kind: ToolArm.parse("elide@0.1") for kind in ELIDE}):
+        got = compress_request(changed, CONTROL, tool_arms=arms)
+        body_module._memo.clear()
+        fresh = compress_request(changed, CONTROL, tool_arms=arms)
+        assert json.dumps(got.body) == json.dumps(fresh.body)
+        compress_request(body, CONTROL, tool_arms=ELIDE)  # the memo as before the change
+
+
+def test_counts_kept_by_the_memo_are_the_tokenizer_s() -> None:
+    body = _body()
+    for _ in range(2):  # the second time from the memo
+        result = compress_request(body, CONTROL, tool_arms=ELIDE)
+        assert result.tool_rewrites
+        for rewrite in result.tool_rewrites:
+            assert rewrite.before_tokens == estimate_tokens(rewrite.before)
+            assert rewrite.after_tokens == estimate_tokens(rewrite.after)
+        assert result.original_tokens == body_tokens(body)
+        assert result.compressed_tokens == body_tokens(result.body)
+        assert result.tokens_saved == result.original_tokens - result.compressed_tokens > 0
+
+
+def test_small_outputs_never_reach_the_rungs(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls(monkeypatch)
+    body = _body()
+    for message in body["messages"][2::2]:
+        message["content"][0]["content"] = message["content"][0]["content"][: MIN_CHARS - 1]
+    result = compress_request(body, CONTROL, tool_arms=ELIDE)
+    assert result.tool_rewrites == () and calls.compressed == []
+
+
+def test_the_memo_drops_the_least_recently_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    memo = body_module._Memo(2)
+    monkeypatch.setattr(body_module, "_memo", memo)
+    calls = Calls(monkeypatch)
+    body = _body(3)  # outputs 1 and 2 are long enough to compress
+    compress_request(body, CONTROL, tool_arms=ELIDE)
+    assert len(calls.compressed) == 2
+    one, two = (m["content"][0]["content"] for m in body["messages"][4:7:2])
+    keep = copy.deepcopy(body)
+    del keep["messages"][5:]  # turn 1 only: used again, so turn 2 is now the oldest
+    compress_request(keep, CONTROL, tool_arms=ELIDE)
+    third = _body(4)
+    del third["messages"][3:7]  # turn 3 alone: a third output, which evicts turn 2
+    compress_request(third, CONTROL, tool_arms=ELIDE)
+    calls.compressed.clear()
+    compress_request(body, CONTROL, tool_arms=ELIDE)
+    assert calls.compressed == [two] and one != two
