@@ -128,20 +128,36 @@ def test_small_outputs_never_reach_the_rungs(monkeypatch: pytest.MonkeyPatch) ->
     assert result.tool_rewrites == () and calls.compressed == []
 
 
-def test_the_memo_drops_the_least_recently_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    memo = body_module._Memo(2)
-    monkeypatch.setattr(body_module, "_memo", memo)
+def test_the_memo_keeps_its_bound_and_drops_the_oldest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(body_module, "_memo", body_module._Memo(2))
     calls = Calls(monkeypatch)
     body = _body(3)  # outputs 1 and 2 are long enough to compress
     compress_request(body, CONTROL, tool_arms=ELIDE)
     assert len(calls.compressed) == 2
-    one, two = (m["content"][0]["content"] for m in body["messages"][4:7:2])
-    keep = copy.deepcopy(body)
-    del keep["messages"][5:]  # turn 1 only: used again, so turn 2 is now the oldest
-    compress_request(keep, CONTROL, tool_arms=ELIDE)
+    one = body["messages"][4]["content"][0]["content"]
     third = _body(4)
-    del third["messages"][3:7]  # turn 3 alone: a third output, which evicts turn 2
+    del third["messages"][3:7]  # turn 3 alone: a third output, which drops turn 1's
     compress_request(third, CONTROL, tool_arms=ELIDE)
     calls.compressed.clear()
+    del body["messages"][5:]  # turn 1 again
     compress_request(body, CONTROL, tool_arms=ELIDE)
-    assert calls.compressed == [two] and one != two
+    assert calls.compressed == [one]
+
+
+def test_the_same_output_under_another_id_is_not_compressed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = Calls(monkeypatch)
+    body = _body()
+    first = compress_request(body, CONTROL, tool_arms=ELIDE)
+    again = copy.deepcopy(body)
+    for message in again["messages"][1:]:
+        block = message["content"][0]
+        for key in ("id", "tool_use_id"):
+            if key in block:
+                block[key] += "-rerun"
+    calls.compressed.clear()
+    second = compress_request(again, CONTROL, tool_arms=ELIDE)
+    assert calls.compressed == []
+    assert [r.after for r in second.tool_rewrites] == [r.after for r in first.tool_rewrites]
+    assert all(r.tool_use_id.endswith("-rerun") for r in second.tool_rewrites)

@@ -18,7 +18,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -73,38 +73,53 @@ class _Seen:
 
 
 class _Memo:
-    """The last `MEMO_ENTRIES` tool outputs by tool_use id, least recently used out first.
+    """The last `MEMO_ENTRIES` tool outputs, least recently used out first, found by
+    tool_use id and else by content.
 
-    Keyed by the id rather than the text: looking a text up by its hash would read all
-    of it (~0.2 ms a 50k-token conversation); an id is short, and the entry's text is
-    then compared whole (an equal-length byte compare, far cheaper than hashing), so a
-    reused id with another output is a miss, never a wrong answer.
+    By id first: looking a text up by its hash reads all of it (~0.2 ms for the outputs of
+    a 50k-token conversation), while an id is short and the entry's text is then compared
+    whole (a byte compare, far cheaper), so a reused id with another output is a miss,
+    never a wrong answer. By content (text and call) only when the id misses: a new
+    output, or the same output under another id (a command run again).
     """
 
     def __init__(self, entries: int) -> None:
         self.entries = entries
-        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._by_id: OrderedDict[str, _Seen] = OrderedDict()
+        self._by_content: OrderedDict[tuple[str, bytes], _Seen] = OrderedDict()
         self._lock = threading.Lock()  # proxy workers compress in threads
 
     def get(self, use_id: str, text: str, call: bytes) -> _Seen | None:
-        seen = self._seen.get(use_id)
-        if seen is None or seen.call != call or seen.text != text:
-            return None
-        with self._lock:
-            if use_id in self._seen:
-                self._seen.move_to_end(use_id)
+        seen = self._by_id.get(use_id)
+        if seen is not None and seen.call == call and seen.text == text:
+            with self._lock:
+                if use_id in self._by_id:
+                    self._by_id.move_to_end(use_id)
+            return seen
+        seen = self._by_content.get((text, call))
+        if seen is not None:  # filed under this id from now on, its rewrite naming it
+            rewrite = seen.rewrite
+            if rewrite is not None and rewrite.tool_use_id != use_id:
+                seen = replace(seen, rewrite=replace(rewrite, tool_use_id=use_id))
+            self.put(use_id, seen)
         return seen
 
     def put(self, use_id: str, seen: _Seen) -> None:
+        content = (seen.text, seen.call)
         with self._lock:
-            self._seen[use_id] = seen
-            self._seen.move_to_end(use_id)
-            while len(self._seen) > self.entries:
-                self._seen.popitem(last=False)
+            self._by_id[use_id] = seen
+            self._by_id.move_to_end(use_id)
+            self._by_content[content] = seen
+            self._by_content.move_to_end(content)
+            while len(self._by_id) > self.entries:
+                self._by_id.popitem(last=False)
+            while len(self._by_content) > self.entries:
+                self._by_content.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
-            self._seen.clear()
+            self._by_id.clear()
+            self._by_content.clear()
 
 
 _memo = _Memo(MEMO_ENTRIES)
