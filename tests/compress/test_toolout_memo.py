@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tokenlens.compress import Arm, compress_request
+from tokenlens.compress import Arm, compress_request, counts
 from tokenlens.compress import result as result_module
 from tokenlens.compress.result import body_tokens
 from tokenlens.compress.toolout import body as body_module
@@ -53,15 +53,20 @@ class Calls:
             return estimate_tokens(text)
 
         monkeypatch.setattr(body_module, "compress_tool_text", compress)
-        monkeypatch.setattr(body_module, "estimate_tokens", count)
-        monkeypatch.setattr(result_module, "estimate_tokens", count)
+        monkeypatch.setattr(counts, "estimate_tokens", count)
+
+
+def _forget() -> None:
+    body_module._memo.clear()
+    counts._TEXTS.clear()
+    result_module._INPUTS.clear()
 
 
 @pytest.fixture(autouse=True)
 def empty_memo() -> Iterator[None]:
-    body_module._memo.clear()
+    _forget()
     yield
-    body_module._memo.clear()
+    _forget()
 
 
 def test_a_resent_body_is_neither_compressed_nor_counted_again(
@@ -72,6 +77,7 @@ def test_a_resent_body_is_neither_compressed_nor_counted_again(
     first = compress_request(body, CONTROL, tool_arms=ELIDE)
     _ = first.original_tokens, first.tool_tokens_saved
     assert first.tool_rewrites and calls.compressed and calls.counted
+    assert len(calls.counted) == len(set(calls.counted))  # a rewrite's count serves the total
     calls.compressed.clear()
     calls.counted.clear()
     again = compress_request(copy.deepcopy(body), CONTROL, tool_arms=ELIDE)
@@ -100,7 +106,7 @@ def test_the_same_id_with_another_text_call_or_arm_is_compressed_afresh() -> Non
     use["input"] = {"command": "sed -n '1,40p' notes.txt"}
     for arms in (ELIDE, {kind: ToolArm.parse("elide@0.1") for kind in ELIDE}):
         got = compress_request(changed, CONTROL, tool_arms=arms)
-        body_module._memo.clear()
+        _forget()
         fresh = compress_request(changed, CONTROL, tool_arms=arms)
         assert json.dumps(got.body) == json.dumps(fresh.body)
         compress_request(body, CONTROL, tool_arms=ELIDE)  # the memo as before the change

@@ -1,24 +1,22 @@
 """What one arm did to one body (`CompressionResult`), and its offline token counts.
 
 Counting is kept apart from compressing: `compress_request` counts nothing, and a count
-is taken on first access. Counts are kept (by hash, `_Counts`), because a conversation
-resends every earlier text on each turn and tokenizing a long text costs more than
-compressing it from the tool-output memo.
+is taken on first access, each distinct text once per process while it is kept
+(`tokenlens.compress.counts`).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import orjson
 
+from tokenlens.compress.counts import TokenCounts, text_tokens
 from tokenlens.compress.toolout.body import ToolRewrite
-from tokenlens.tokens import TOKENIZER_NOTE, estimate_tokens
+from tokenlens.tokens import TOKENIZER_NOTE
 
 
 @dataclass(frozen=True)
@@ -71,38 +69,7 @@ class CompressionResult:
         return max(0.0, (self.original_tokens - self.compressed_tokens) / self.original_tokens)
 
 
-#: How many counts each memo keeps (then it starts over): a 50k-token agent conversation
-#: holds a few hundred texts.
-COUNT_MEMO_ENTRIES = 8192
-
-
-class _Counts:
-    """Token counts kept by their key's 64-bit hash, never the key itself: the memo holds
-    no prompt text. Two keys with one hash (odds ~2^-64 a pair) would share a count."""
-
-    def __init__(self) -> None:
-        self._by_hash: dict[int, int] = {}
-        self._lock = threading.Lock()  # proxy workers count in threads
-
-    def get(self, key: str | bytes, text: Callable[[], str]) -> int:
-        digest = hash(key)
-        count = self._by_hash.get(digest)
-        if count is None:
-            count = estimate_tokens(text())
-            with self._lock:
-                if len(self._by_hash) >= COUNT_MEMO_ENTRIES:
-                    self._by_hash.clear()
-                self._by_hash[digest] = count
-        return count
-
-
-_texts = _Counts()
-_inputs = _Counts()
-
-
-def text_tokens(text: str) -> int:
-    """`estimate_tokens(text)`, counted once per process while kept (see `_Counts`)."""
-    return _texts.get(text, lambda: text)
+_INPUTS = TokenCounts()
 
 
 def _input_text(value: Any) -> str:
@@ -117,7 +84,7 @@ def _input_tokens(value: Any) -> int:
         key: str | bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:
         key = _input_text(value)
-    return _inputs.get(key, lambda: _input_text(value))
+    return _INPUTS.get(key, lambda: _input_text(value))
 
 
 def body_tokens(body: dict[str, Any]) -> int:

@@ -23,9 +23,9 @@ from typing import Any
 
 import orjson
 
+from tokenlens.compress.counts import text_tokens
 from tokenlens.compress.toolout.kinds import tool_output_kind
 from tokenlens.compress.toolout.rungs import MIN_CHARS, ToolArm, compress_tool_text
-from tokenlens.tokens import estimate_tokens
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ class ToolRewrite:
     arm: str
     before: str
     after: str
-    #: `estimate_tokens` of `before` and `after` (kept in the memo: a resent output is
-    #: not counted again).
+    #: Tokens of `before` and `after` (`text_tokens`; kept in the memo: a resent output
+    #: is not counted again).
     before_tokens: int = 0
     after_tokens: int = 0
 
@@ -155,8 +155,8 @@ def _compress(
     out = text if arm is None else compress_tool_text(text, arm, tool_use)
     if arm is None or out == text:
         return _Seen(text, call, kind, arm, None)
-    before = estimate_tokens(text)
-    rewrite = ToolRewrite(use_id, kind, arm.key, text, out, before, estimate_tokens(out))
+    before = text_tokens(text)
+    rewrite = ToolRewrite(use_id, kind, arm.key, text, out, before, text_tokens(out))
     return _Seen(text, call, kind, arm, rewrite)
 
 
