@@ -69,10 +69,12 @@ def empty_memo() -> Iterator[None]:
     _forget()
 
 
-def test_a_resent_body_is_neither_compressed_nor_counted_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls = Calls(monkeypatch)
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    return Calls(monkeypatch)
+
+
+def test_a_resent_body_is_neither_compressed_nor_counted_again(calls: Calls) -> None:
     body = _body()
     first = compress_request(body, CONTROL, tool_arms=ELIDE)
     _ = first.original_tokens, first.tool_tokens_saved
@@ -87,8 +89,7 @@ def test_a_resent_body_is_neither_compressed_nor_counted_again(
     assert again.tool_tokens_saved == first.tool_tokens_saved
 
 
-def test_only_the_new_output_of_a_next_turn_is_compressed(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = Calls(monkeypatch)
+def test_only_the_new_output_of_a_next_turn_is_compressed(calls: Calls) -> None:
     compress_request(_body(5), CONTROL, tool_arms=ELIDE)
     calls.compressed.clear()
     compress_request(_body(6), CONTROL, tool_arms=ELIDE)
@@ -125,8 +126,7 @@ def test_counts_kept_by_the_memo_are_the_tokenizer_s() -> None:
         assert result.tokens_saved == result.original_tokens - result.compressed_tokens > 0
 
 
-def test_small_outputs_never_reach_the_rungs(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = Calls(monkeypatch)
+def test_small_outputs_never_reach_the_rungs(calls: Calls) -> None:
     body = _body()
     for message in body["messages"][2::2]:
         message["content"][0]["content"] = message["content"][0]["content"][: MIN_CHARS - 1]
@@ -150,10 +150,7 @@ def test_the_memo_keeps_its_bound_and_drops_the_oldest(monkeypatch: pytest.Monke
     assert calls.compressed == [one]
 
 
-def test_the_same_output_under_another_id_is_not_compressed_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls = Calls(monkeypatch)
+def test_the_same_output_under_another_id_is_not_compressed_again(calls: Calls) -> None:
     body = _body()
     first = compress_request(body, CONTROL, tool_arms=ELIDE)
     again = copy.deepcopy(body)
