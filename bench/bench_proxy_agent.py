@@ -16,6 +16,11 @@ prefix every turn), compressing against pass-through.
 
     .venv/bin/python bench/bench_proxy_agent.py [--headroom-python PY] [--no-peer]
         [--tool-arm elide@0.5] [--requests 3] [--per-kind 10] [--big 30] [--quick]
+        [--baseline DIR]
+
+`--baseline DIR` (e.g. ``git archive main tokenlens | tar -x -C DIR``) runs that tree's
+`tokenlens serve --compress-tools` beside ours, in the same run: on a busy machine the
+two compare where absolute figures cannot.
 
 Each upstream answers every request with the same short message, so upstream time does
 not depend on the body a proxy forwarded. Bodies: the agent task set when present
@@ -79,7 +84,7 @@ def session_body(turns: int | None = None, copies: int = 1) -> dict[str, Any]:
     chosen = session["turns"][:turns] if turns else session["turns"]
     for copy in range(copies):
         for n, turn in enumerate(chosen):
-            use_id = f"toolu_{copy:04d}{n:020d}"
+            use_id = f"toolu_01Bench{copy:02d}Turn{n:03d}Xq"  # shaped as the API's ids
             command = {"command": turn["command"]}
             use = {"type": "tool_use", "id": use_id, "name": "bash", "input": command}
             messages.append({"role": "assistant", "content": [use]})
@@ -116,7 +121,11 @@ def wait_up(process: subprocess.Popen[bytes], url: str, name: str) -> float:
             time.sleep(0.05)
 
 
-def start_tokenlens(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
+def start_tokenlens(
+    upstream: str, extra: list[str], source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str, float]:
+    """`source`: a folder holding another `tokenlens` package to run instead (``python -m``
+    puts the working folder first on the path)."""
     port = free_port()
     command = [sys.executable, "-m", "tokenlens", "serve", "--upstream", upstream]
     started = time.perf_counter()
@@ -124,6 +133,7 @@ def start_tokenlens(upstream: str, extra: list[str]) -> tuple[subprocess.Popen[b
         [*command, "--port", str(port), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=source,
     )
     url = f"http://127.0.0.1:{port}"
     wait_up(process, f"{url}/tokenlens/feed.json", "tokenlens serve")
@@ -193,7 +203,8 @@ def tool_tokens(body: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    names = ["direct", "passthrough", "tokenlens"] + (["headroom"] if args.headroom_python else [])
+    names = ["direct", "passthrough", "tokenlens"] + (["baseline"] if args.baseline else [])
+    names += ["headroom"] if args.headroom_python else []
     fakes = {name: CannedFake(require_key=False).start() for name in names}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     urls = {"direct": fakes["direct"].base_url}
@@ -202,10 +213,14 @@ def run(args: argparse.Namespace) -> None:
         procs["passthrough"], urls["passthrough"], startup["passthrough"] = start_tokenlens(
             fakes["passthrough"].base_url, []
         )
+        compressing = ["--compress-tools", args.tool_arm, "--compress-budget-ms", "10000"]
         procs["tokenlens"], urls["tokenlens"], startup["tokenlens"] = start_tokenlens(
-            fakes["tokenlens"].base_url,
-            ["--compress-tools", args.tool_arm, "--compress-budget-ms", "10000"],
+            fakes["tokenlens"].base_url, compressing
         )
+        if args.baseline:
+            procs["baseline"], urls["baseline"], startup["baseline"] = start_tokenlens(
+                fakes["baseline"].base_url, compressing, args.baseline.resolve()
+            )
         if args.headroom_python:
             procs["headroom"], urls["headroom"], startup["headroom"] = start_headroom(
                 Path(args.headroom_python), fakes["headroom"].base_url
@@ -253,7 +268,7 @@ def run(args: argparse.Namespace) -> None:
                 f"{100 * (1 - after / before):.1f} % | {report.fabricated_lines} | "
                 f"{report.unmarked_drops} |"
             )
-        big(args, client_urls=urls)
+        big(args, client_urls=urls, pids={n: p.pid for n, p in procs.items()})
     finally:
         for process in procs.values():
             process.terminate()
@@ -279,18 +294,25 @@ def _fresh(body: dict[str, Any], stamp: str, *, newest_only: bool) -> dict[str, 
     return fresh
 
 
-def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
+def big(args: argparse.Namespace, client_urls: dict[str, str], pids: dict[str, int]) -> None:
     """Added latency on one ~50k-token agent body: compressing vs pass-through, three ways.
 
     `repeat` resends the same body (every tool output already compressed once: the
     proxy's memo answers); `turn` makes only the newest output new (a conversation's next
-    turn); `cold` makes every output new (a conversation the proxy has never seen)."""
+    turn); `cold` makes every output new (a conversation the proxy has never seen).
+
+    Beside wall-clock latency, each proxy's CPU time per request (from /proc): on a busy
+    machine the CPU added is the steadier figure of the two."""
     body = session_body(copies=args.copies)
     tokens = sum(estimate_tokens(json.dumps(m)) for m in body["messages"])
     print(f"\n~{tokens} tokens body x {args.big} per mode, load average {os.getloadavg()[0]:.2f}")
+    names = ["direct", "passthrough", "tokenlens"] + (["baseline"] if "baseline" in pids else [])
     with httpx.Client(timeout=120) as client:
+        for name in names:  # the body once, untimed
+            client.post(f"{client_urls[name]}/v1/messages", json=body, headers=HEADERS)
         for mode in ("repeat", "turn", "cold"):
-            times: dict[str, list[float]] = {"direct": [], "passthrough": [], "tokenlens": []}
+            times: dict[str, list[float]] = {name: [] for name in names}
+            cpu0 = {name: cpu_seconds(pids[name]) for name in names[1:]}
             for n in range(args.big):
                 sent = (
                     body
@@ -305,12 +327,16 @@ def big(args: argparse.Namespace, client_urls: dict[str, str]) -> None:
                     if reply.status_code != 200:
                         raise SystemExit(f"{name}: HTTP {reply.status_code}: {reply.text[:200]}")
                     times[name].append((time.perf_counter() - started) * 1000)
-            over = [t - p for t, p in zip(times["tokenlens"], times["passthrough"], strict=True)]
-            print(
-                f"{mode:6s}: passthrough p50 {pct(times['passthrough'], 50):.2f} ms, compressing "
-                f"p50 {pct(times['tokenlens'], 50):.2f} ms: added over pass-through p50 "
-                f"{pct(over, 50):.2f} ms, p99 {pct(over, 99):.2f} ms (goal <= 3 ms p50)"
-            )
+            cpu = {n: (cpu_seconds(pids[n]) - t) * 1000 / args.big for n, t in cpu0.items()}
+            for name in names[2:]:
+                over = [t - p for t, p in zip(times[name], times["passthrough"], strict=True)]
+                print(
+                    f"{mode:6s} {name:9s}: passthrough p50 {pct(times['passthrough'], 50):.2f} "
+                    f"ms, compressing p50 {pct(times[name], 50):.2f} ms: added over "
+                    f"pass-through p50 {pct(over, 50):.2f} ms, p99 {pct(over, 99):.2f} ms (goal "
+                    f"<= 3 ms p50); CPU/request {cpu['passthrough']:.2f} ms vs "
+                    f"{cpu[name]:.2f} ms (+{cpu[name] - cpu['passthrough']:.2f} ms)"
+                )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -328,6 +354,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-kind", type=int, default=10, help="agent tasks per kind")
     parser.add_argument("--big", type=int, default=30, help="sends of the ~50k-token body")
     parser.add_argument("--copies", type=int, default=4, help="session copies in the big body")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a folder holding another tokenlens package: compressing with it too, same run",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.requests, args.per_kind, args.big, args.copies, args.no_peer = 1, 1, 3, 1, True

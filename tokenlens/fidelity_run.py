@@ -77,7 +77,7 @@ class ArmTotals:
     def add(
         self, body: dict[str, Any], compressed: dict[str, Any], cpu_s: float, report: FidelityReport
     ) -> None:
-        from tokenlens.compress.request import body_tokens
+        from tokenlens.compress.result import body_tokens
 
         self.requests += 1
         self.tool_before += tool_tokens(body)

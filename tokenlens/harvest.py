@@ -34,7 +34,8 @@ from pydantic import ValidationError
 
 from tokenlens.captures import CapturedReplay, CapturedRequest, read_records
 from tokenlens.compress.arms import Arm
-from tokenlens.compress.request import compress_request, split_question
+from tokenlens.compress.request import compress_request
+from tokenlens.compress.slots import split_question
 from tokenlens.errors import CompressionError
 from tokenlens.neardup import find_duplicates, normalize
 from tokenlens.tasks import CalibrationTask, Turn

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenlens.compress import Arm, compress_request
-from tokenlens.compress.request import is_document_like
+from tokenlens.compress.slots import is_document_like
 
 ASK_1 = "Show me how aiohttp implements raise_for_status, timeout and release."
 ASK_2 = "Where does aiohttp use self._loop?"

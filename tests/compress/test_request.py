@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tokenlens.compress import Arm, CompressionResult, CompressSettings, compress_request
-from tokenlens.compress.request import split_question
+from tokenlens.compress.slots import split_question
 from tokenlens.errors import CompressionError
 from tokenlens.tasks import CalibrationTask
 

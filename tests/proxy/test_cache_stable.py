@@ -45,7 +45,7 @@ def session_bodies() -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": session["ask"]}]
     bodies = []
     for n, turn in enumerate(session["turns"]):
-        use_id = f"toolu_{n:024d}"
+        use_id = f"toolu_01Session{n:03d}Kq7xRv"  # shaped as the API's: no long digit run
         messages.append(
             {
                 "role": "assistant",

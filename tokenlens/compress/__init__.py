@@ -7,7 +7,8 @@ Importing this package is cheap: LLMLingua-2 (torch, transformers) loads only wh
 
 from tokenlens.compress.arms import CONTROL, METHODS, RATED_METHODS, Arm, build_ladder
 from tokenlens.compress.ladder import TextResult, compress_text
-from tokenlens.compress.request import CompressionResult, compress_request
+from tokenlens.compress.request import compress_request
+from tokenlens.compress.result import CompressionResult
 from tokenlens.compress.settings import CompressSettings
 
 __all__ = [

@@ -35,6 +35,8 @@ class CompressedBody(Protocol):
     def original_tokens(self) -> int: ...
     @property
     def compressed_tokens(self) -> int: ...
+    @property
+    def tokens_saved(self) -> int: ...
 
 
 #: `(body, arm)`, or `(body, arm, tool_arms)` when tool-output arms apply.
@@ -54,7 +56,7 @@ def default_compressor() -> Compressor:
         if result.rewritten:
             # Counted here, in the worker thread: `compress_request` counts nothing, and
             # the handler's no-gain check and savings figures must not count on the loop.
-            _ = result.original_tokens, result.compressed_tokens, result.tool_tokens_saved
+            _ = result.tokens_saved, result.compressed_tokens, result.tool_tokens_saved
         return result
 
     return run
