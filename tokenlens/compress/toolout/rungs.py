@@ -33,8 +33,10 @@ from typing import Any
 
 from tokenlens.compress.toolout.jsoncodec import to_table
 from tokenlens.compress.toolout.kinds import command_of
-from tokenlens.compress.toolout.lines import FOLD, GREP_HIT, fold, group_hits
+from tokenlens.compress.toolout.lines import GREP_HIT, fold, group_hits, is_marker_or_fold
 from tokenlens.compress.toolout.markers import format_marker, parse_any
+from tokenlens.compress.toolout.numbered import DEFINITION, drop_numbers, restore_numbers
+from tokenlens.compress.toolout.prefix import expand_prefixes, group_prefixes
 from tokenlens.compress.toolout.render import render_lines
 
 TOOL_METHODS: tuple[str, ...] = ("lossless", "elide")
@@ -50,11 +52,9 @@ _IMPORTANT = re.compile(
     r"(?i)(error|exception|traceback|fail(ed|ure)?\b|panic|fatal|warn(ing)?\b|critical|"
     r"denied|not found|no such|assert)"
 )
-_DEFINITION = re.compile(
-    r"^\s*(?:\d+[\t:| ]\s*)?(?:async\s+def|def|class|function|fn|func|impl|struct|interface|"
-    r"export|public|private|module|package)\b|^\s*(?:\d+[\t:| ]\s*)?#{1,6} "
-)
 _DIGITS = re.compile(r"\d+")
+#: A line number before the text (``cat -n``, ``grep -n``, a read tool's ``1→``).
+_NUMBER = re.compile(r"^\s*\d+[\t:|→ ]")
 _TERM = re.compile(r"[A-Za-z_][\w.]{2,}")
 _STOP_TEXT = """grep rg ag ack find sort head tail cat sed git log show ls la type name path
     not the and for with from into usr lib python3 python json format cwd command true false
@@ -143,8 +143,15 @@ def _lines_out(text: str, arm: ToolArm, tool_use: dict[str, Any] | None) -> str:
     for piece in pieces:
         out_lines.extend(piece if isinstance(piece, list) else [piece])
     if any(map(GREP_HIT.match, lines)):  # grep output: hits under their file instead
-        return "\n".join(group_hits(out_lines))
-    return "\n".join(group_paths(out_lines, frozenset(lines)))
+        hits = group_hits(out_lines)
+        if hits != out_lines:
+            return "\n".join(hits)
+    numbered = drop_numbers(out_lines, is_marker_or_fold)
+    if numbered is not None and restore_numbers(numbered, is_marker_or_fold) == out_lines:
+        return "\n".join(numbered)
+    grouped = group_paths(out_lines, frozenset(lines))
+    prefixed = group_prefixes(grouped, is_marker_or_fold)
+    return "\n".join(prefixed if expand_prefixes(prefixed) == grouped else grouped)
 
 
 _PATH = re.compile(r"^(?P<dir>[^\s:]*/)(?P<name>[^/]+)$")
@@ -250,7 +257,7 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
     for i, line in enumerate(lines):
         if _IMPORTANT.search(line):
             score[i] += 5
-        if _DEFINITION.match(line):
+        if DEFINITION.match(_NUMBER.sub("", line, count=1)):
             score[i] += 1
         if terms and _mentions(line, terms):
             for k in range(max(0, i - AROUND), min(n, i + AROUND + 1)):
@@ -289,8 +296,3 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
                 pieces.append(format_marker(i + 1, j, "lines", indent))
         i = j
     return pieces
-
-
-def is_marker_or_fold(line: str) -> bool:
-    """A line the rungs wrote (a marker or a folded run), not one of the original."""
-    return parse_any(line) is not None or FOLD.match(line) is not None
