@@ -22,7 +22,15 @@ from tokenlens.policy import PolicyEntry
 from tokenlens.tokens import estimate_tokens
 
 #: The rungs walked, gentlest first.
-TOOL_RUNGS: tuple[str, ...] = ("lossless", "elide@0.9", "elide@0.7", "elide@0.5", "elide@0.3")
+TOOL_RUNGS: tuple[str, ...] = (
+    "lossless",
+    "elide@0.9",
+    "elide@0.8",
+    "elide@0.7",
+    "elide@0.6",
+    "elide@0.5",
+    "elide@0.3",
+)
 #: Tasks of a kind for a ✓ (fewer: ?).
 MIN_TASKS = 20
 Request = tuple[dict[str, Any], Sequence[Fact]]

@@ -84,6 +84,7 @@ def drop_numbers(lines: Sequence[str], skip: Callable[[str], bool]) -> list[str]
     width = found[0]
     out = [HEADER]
     anchor_next = True
+    seen_width = seen_sep = False  # what the decode has learnt from the numbers kept so far
     last = max(k for k, line in enumerate(lines) if not skip(line))
     for k, line in enumerate(lines):
         if skip(line):
@@ -95,9 +96,12 @@ def drop_numbers(lines: Sequence[str], skip: Callable[[str], bool]) -> list[str]
         num, text = int(match["num"]), match["text"] or ""
         plain = (
             not anchor_next
+            and seen_width
+            and (seen_sep or not text)
             and k != last  # a blank last line would read as layout
             and num % EVERY != 0
             and line == _prefix(num, width, match["sep"]) + text
+            and (text or match["sep"] is None)  # a blank reads back as the bare number
             and not DEFINITION.match(text)
             and not NUMBERED.match(text)
             and not skip(text)
@@ -105,6 +109,9 @@ def drop_numbers(lines: Sequence[str], skip: Callable[[str], bool]) -> list[str]
         )
         out.append(text if plain else line)
         anchor_next = False
+        if not plain:
+            seen_width = seen_width or bool(match["pad"])
+            seen_sep = seen_sep or match["sep"] is not None
     return out
 
 

@@ -7,6 +7,7 @@ seam as any external compressor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tokenlens.compress.arms import Arm
@@ -26,3 +27,15 @@ class ToolArmCompressor:
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         arms = dict.fromkeys(KINDS, self.arm)
         return compress_request(body, Arm("control"), tool_arms=arms).body
+
+
+class ToolArmsCompressor:
+    """Per-kind tool arms (a policy's ``tool_output`` entries) as a body -> body callable:
+    each tool_result gets its own kind's arm, as the proxy applies them; kinds without an
+    arm are left alone."""
+
+    def __init__(self, arms: Mapping[str, ToolArm]) -> None:
+        self.arms = dict(arms)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        return compress_request(body, Arm("control"), tool_arms=self.arms).body

@@ -35,9 +35,10 @@ from tokenlens.compress.toolout.jsoncodec import to_table
 from tokenlens.compress.toolout.kinds import command_of
 from tokenlens.compress.toolout.lines import GREP_HIT, fold, group_hits, is_marker_or_fold
 from tokenlens.compress.toolout.markers import format_marker, parse_any
-from tokenlens.compress.toolout.numbered import DEFINITION, drop_numbers, restore_numbers
+from tokenlens.compress.toolout.numbered import drop_numbers, restore_numbers
 from tokenlens.compress.toolout.prefix import expand_prefixes, group_prefixes
 from tokenlens.compress.toolout.render import render_lines
+from tokenlens.compress.toolout.structure import skeleton
 
 TOOL_METHODS: tuple[str, ...] = ("lossless", "elide")
 #: Tool outputs shorter than this (characters) pass through unchanged.
@@ -53,8 +54,6 @@ _IMPORTANT = re.compile(
     r"denied|not found|no such|assert)"
 )
 _DIGITS = re.compile(r"\d+")
-#: A line number before the text (``cat -n``, ``grep -n``, a read tool's ``1→``).
-_NUMBER = re.compile(r"^\s*\d+[\t:|→ ]")
 _TERM = re.compile(r"[A-Za-z_][\w.]{2,}")
 _STOP_TEXT = """grep rg ag ack find sort head tail cat sed git log show ls la type name path
     not the and for with from into usr lib python3 python json format cwd command true false
@@ -254,11 +253,11 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
     score = [0.0] * n
     # a term most lines carry (the pattern of a grep) tells no line apart
     terms = tuple(t for t in terms if sum(t in line for line in lines) * 2 <= n)
+    for i in skeleton(lines):
+        score[i] += 3
     for i, line in enumerate(lines):
         if _IMPORTANT.search(line):
             score[i] += 5
-        if DEFINITION.match(_NUMBER.sub("", line, count=1)):
-            score[i] += 1
         if terms and _mentions(line, terms):
             for k in range(max(0, i - AROUND), min(n, i + AROUND + 1)):
                 score[k] += 2 if k == i else 1
@@ -273,7 +272,18 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
                 score[k] -= 1
         i = j
     keep = set(range(EDGE_LINES)) | set(range(n - EDGE_LINES, n))
-    order = sorted(range(n), key=lambda k: (-score[k], k))
+    # among lines of equal score, those in long runs of plain lines go first: a removed
+    # run under three lines would be kept anyway (its marker would save nothing)
+    plain_run = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j < n and score[j] <= 0:
+            j += 1
+        for k in range(i, j):
+            plain_run[k] = j - i
+        i = max(j, i + 1)
+    order = sorted(range(n), key=lambda k: (-score[k], plain_run[k], k))
     for k in order:
         if len(keep) >= budget:
             break
