@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenlens.compress.toolout.lines import is_marker_or_fold
-from tokenlens.compress.toolout.markers import format_marker
+from tokenlens.compress.toolout.markers import format_marker, format_value_marker
 from tokenlens.compress.toolout.numbered import HEADER, drop_numbers, restore_numbers
 from tokenlens.compress.toolout.prefix import expand_prefixes, group_prefixes, heading_line
 from tokenlens.compress.toolout.render import render_lines
@@ -133,3 +134,24 @@ def test_a_fact_on_an_unnumbered_line_is_kept() -> None:
     assert check_text(original, out, [at_line]).facts_lost == 0
     gone = "\n".join([*out.split("\n")[:12], format_marker(12, 12), *out.split("\n")[13:]])
     assert check_text(original, gone, [at_line]).facts_lost == 1
+
+
+def test_a_long_json_string_gives_way_to_a_marker_naming_its_length() -> None:
+    doc = {
+        "operations": {
+            f"Op{n}": {"http": {"method": "POST"}, "documentation": f"<p>{'words ' * 80}{n}</p>"}
+            for n in range(6)
+        }
+    }
+    original = json.dumps(doc, indent=4)
+    gentle = compress_tool_text(original, ToolArm.parse("elide@0.9"))
+    assert "chars omitted" not in gentle  # 488 characters: kept below 1,000
+    out = compress_tool_text(original, ToolArm.parse("elide@0.5"))
+    value = json.loads(out)
+    marker = value["operations"]["Op3"]["documentation"]
+    assert marker == format_value_marker(doc["operations"]["Op3"]["documentation"])
+    assert value["operations"]["Op3"]["http"] == {"method": "POST"}
+    report = check_text(original, out, [Fact(kind="name", value="POST")])
+    assert report.faithful and report.marked_drops == 6 and report.facts_lost == 0
+    wrong = out.replace(marker, marker.replace("of 488", "of 588"), 1)
+    assert wrong != out and check_text(original, wrong).fabricated_lines == 1

@@ -34,7 +34,7 @@ from typing import Any
 from tokenlens.compress.toolout.jsoncodec import to_table
 from tokenlens.compress.toolout.kinds import command_of
 from tokenlens.compress.toolout.lines import GREP_HIT, fold, group_hits, is_marker_or_fold
-from tokenlens.compress.toolout.markers import format_marker, parse_any
+from tokenlens.compress.toolout.markers import format_marker, format_value_marker, parse_any
 from tokenlens.compress.toolout.numbered import drop_numbers, restore_numbers
 from tokenlens.compress.toolout.prefix import expand_prefixes, group_prefixes
 from tokenlens.compress.toolout.render import render_lines
@@ -49,6 +49,8 @@ EDGE_LINES = 3
 AROUND = 2
 #: Arrays shorter than this are never shortened.
 MIN_ARRAY = 8
+#: A JSON string longer than LONG_STRING / (1 - keep rate) characters is removed.
+LONG_STRING = 100
 _IMPORTANT = re.compile(
     r"(?i)(error|exception|traceback|fail(ed|ure)?\b|panic|fatal|warn(ing)?\b|critical|"
     r"denied|not found|no such|assert)"
@@ -127,7 +129,8 @@ def compress_tool_text(text: str, arm: ToolArm, tool_use: dict[str, Any] | None 
     out = _lines_out(text, arm, tool_use)
     if value is not None:
         if arm.lossy:
-            value = _shorten_json(value, arm.rate or 1.0, asked_terms(tool_use))
+            rate = arm.rate or 1.0
+            value = _shorten_json(value, rate, _telling(asked_terms(tool_use), value, rate))
         as_json = _json_text(value)
         # JSON of objects has no array to shorten: its lines may go instead, with markers
         out = as_json if not arm.lossy or len(as_json) <= len(out) else out
@@ -208,10 +211,36 @@ def _mentions(text: str, terms: tuple[str, ...]) -> bool:
     return any(term in text for term in terms)
 
 
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _telling(terms: tuple[str, ...], value: Any, rate: float) -> tuple[str, ...]:
+    """The asked terms that tell a JSON document's long strings apart: a word most of
+    them carry (``data`` of a data folder's path) would keep them all."""
+    long = [s for s in _strings(value) if len(s) > _long_string(rate)]
+    return tuple(t for t in terms if sum(t in s for s in long) * 2 <= len(long))
+
+
+def _long_string(rate: float) -> float:
+    """Strings longer than this go at keep rate `rate` (2,000 characters at 0.9, 400 at 0.5)."""
+    return LONG_STRING / (1.0 - rate) if rate < 1.0 else math.inf
+
+
 def _shorten_json(value: Any, rate: float, terms: tuple[str, ...]) -> Any:
-    """Arrays of `MIN_ARRAY`+ items keep ends and asked-for items; a marker per removed run."""
+    """Arrays of `MIN_ARRAY`+ items keep ends and asked-for items; a marker per removed run.
+    A string longer than `_long_string(rate)` that names nothing asked gives way to a
+    marker naming its length."""
     if isinstance(value, dict):
         return {k: _shorten_json(v, rate, terms) for k, v in value.items()}
+    if isinstance(value, str):
+        if len(value) > _long_string(rate) and not _mentions(value, terms):
+            return format_value_marker(value)
+        return value
     if not isinstance(value, list):
         return value
     items = [_shorten_json(v, rate, terms) for v in value]
