@@ -30,7 +30,7 @@ HEADING = re.compile(r'^\[next (?P<n>\d+) lines start with (?P<prefix>".*")\]$')
 MIN_RUN = 3
 MIN_PREFIX = 8
 #: Characters a heading costs beyond its prefix (what grouping must save first).
-_OVERHEAD = 32
+_OVERHEAD = 48
 #: Shorter prefixes tried for one run's start (bounds the work on huge outputs).
 _STEPS = 12
 
