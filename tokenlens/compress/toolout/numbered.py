@@ -37,8 +37,11 @@ NUMBERED = re.compile(r"^(?P<pad> *)(?P<num>\d+)(?:(?P<sep>[\t→])(?P<text>.*))
 EVERY = 10
 DEFINITION = re.compile(
     r"^\s*(?:async\s+def|def|class|function|fn|func|impl|struct|interface|"
-    r"export|public|private|module|package)\b|^\s*#{1,6} "
+    r"export|public|private|module|package)\b"
 )
+#: A Markdown heading: a definition of a document's structure (not a number anchor: in
+#: code it is a comment).
+HEADING = re.compile(r"^#{1,6} ")
 
 
 def _number_format(lines: Sequence[str], skip: Callable[[str], bool]) -> tuple[int, str] | None:

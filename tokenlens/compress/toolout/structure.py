@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from tokenlens.compress.toolout.lines import GREP_HIT
-from tokenlens.compress.toolout.numbered import DEFINITION
+from tokenlens.compress.toolout.numbered import DEFINITION, HEADING
 
 _GIT_HEADER = re.compile(r"^(?:commit [0-9a-f]{7,64}\b|Merge: |Author: |Date: )")
 _GIT_STAT_SUMMARY = re.compile(r"^ \d+ files? changed\b")
@@ -40,6 +40,7 @@ def skeleton(lines: Sequence[str]) -> set[int]:
             last_file = hit["path"]
         if (
             DEFINITION.match(text)
+            or HEADING.match(text)
             or _GIT_HEADER.match(line)
             or _GIT_STAT_SUMMARY.match(line)
             or _CHANGELOG_ENTRY.match(line)
