@@ -61,6 +61,7 @@ _STOP_TEXT = """grep rg ag ack find sort head tail cat sed git log show ls la ty
     not the and for with from into usr lib python3 python json format cwd command true false
     print null none self"""
 _STOP = frozenset(_STOP_TEXT.split())
+_FOLDERS = re.compile(r"[^\s'\"=]*/(?=[^/\s'\"]+)")
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class ToolArm:
 
 
 def asked_terms(tool_use: dict[str, Any] | None) -> tuple[str, ...]:
-    """Words naming what a tool_use asked for: its pattern, path or symbol (no flags)."""
+    """Words naming what a tool_use asked for: its pattern, path or symbol (no flags). Of a
+    path only its last part counts: the folders above it say where, not what."""
     if not tool_use:
         return ()
     data = tool_use.get("input")
@@ -112,7 +114,7 @@ def asked_terms(tool_use: dict[str, Any] | None) -> tuple[str, ...]:
     if isinstance(data, dict):
         values = [v for v in data.values() if isinstance(v, str)]
     command = command_of(tool_use)
-    text = command or " ".join(values)
+    text = _FOLDERS.sub("", command or " ".join(values))
     found = []
     for term in _TERM.findall(text):
         term = term.strip(".")
