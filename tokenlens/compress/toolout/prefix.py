@@ -13,8 +13,8 @@ and the lines with that prefix cut off::
 
 The heading says how many lines it covers, so the decode needs no guessing: the next N
 lines, each with the prefix put back. A prefix never starts with a blank (code
-indentation stays as it is) and ends after a character that is not a letter or digit
-(a word is never cut). Markers and folded lines are never grouped. An output that
+indentation stays as it is) and ends after a blank or a separator (``/``, ``:``, ``=``,
+...), so no name is cut in two. Markers and folded lines are never grouped. An output that
 already holds a line shaped like a heading is left ungrouped, so a heading always reads
 as one.
 """
@@ -56,10 +56,15 @@ def parse_heading(line: str) -> tuple[int, str] | None:
     return count, prefix
 
 
+#: Where a shared prefix may end: after a blank or a separator, never inside a name
+#: (``test_curve.py::`` is cut there, not in ``test_length``).
+_BOUNDARY = frozenset(" \t/:=,;|([{")
+
+
 def _cut(prefix: str) -> str:
-    """`prefix` up to and including its last character that is not a letter or digit."""
+    """`prefix` up to and including its last boundary character (`_BOUNDARY`)."""
     for k in range(len(prefix) - 1, -1, -1):
-        if not prefix[k].isalnum():
+        if prefix[k] in _BOUNDARY:
             return prefix[: k + 1]
     return ""
 
