@@ -65,11 +65,9 @@ def _tool_arms(quick: bool) -> list[Arm]:
 
 def _policy_arm(by_kind: dict[str, list[tuple[dict, tuple]]]) -> Arm:
     """The tool-policy walk on these tasks; its per-kind arms registered as one arm."""
-    from tokenlens.decision.tool_output import decide_tool_output, kind_of_class
+    from tokenlens.decision.tool_output import by_block_kind, decide_tool_output
 
-    entries, walks = decide_tool_output(
-        {kind_of_class(kind): requests for kind, requests in by_kind.items()}
-    )
+    entries, walks = decide_tool_output(by_block_kind([r for rs in by_kind.values() for r in rs]))
     arms = {}
     for kind, entry in entries.items():
         walked = ", ".join(

@@ -85,6 +85,15 @@ def test_kind_is_a_function_of_block_and_call_only() -> None:
     assert set(KINDS) >= {"search", "listing", "file-read", "json", "log", "vcs", "other"}
 
 
+def test_a_log_file_read_is_a_log() -> None:
+    assert tool_output_kind("x\n", _use("tail -n 59 /var/log/dpkg.log")) == "log"
+    assert tool_output_kind("x\n", _use("zcat doc/changelog.Debian.gz | head -n 80")) == "log"
+    assert tool_output_kind("x\n", _use("sed -n '1,9p' build.log")) == "log"
+    assert tool_output_kind("x\n", _use("cat src/log/handler.py")) == "file-read"
+    read = {"type": "tool_use", "name": "read_file", "input": {"path": "/var/log/syslog"}}
+    assert tool_output_kind("x\n", read) == "log"
+
+
 def test_a_blocks_compression_does_not_depend_on_what_follows() -> None:
     turn = _turns()[8]
     use = {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": turn["command"]}}
