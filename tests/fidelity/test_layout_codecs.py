@@ -155,3 +155,25 @@ def test_a_long_json_string_gives_way_to_a_marker_naming_its_length() -> None:
     assert report.faithful and report.marked_drops == 6 and report.facts_lost == 0
     wrong = out.replace(marker, marker.replace("of 488", "of 588"), 1)
     assert wrong != out and check_text(original, wrong).fabricated_lines == 1
+
+
+def test_a_line_number_or_a_marker_range_equal_to_a_number_does_not_keep_it() -> None:
+    """`SUBDEBUG = 5` removed: line 5's number, or a marker's `5`, is not the value 5."""
+    texts = ["# a comment"] * 28 + ["SUBDEBUG = 5", "", "x = 1"]
+    original = "\n".join(_numbered(texts, "\t", 1))
+    fact = Fact(kind="number", value="5")
+    shown = render_lines(original)
+    kept = [*shown[:25], format_marker(26, 30), shown[30]]
+    out = drop_numbers(kept, is_marker_or_fold)
+    assert out is not None and check_text(original, "\n".join(out)).faithful
+    assert check_text(original, "\n".join(out), [fact]).facts_lost == 1
+    assert check_text(original, "\n".join(kept), [fact]).facts_lost == 1  # numbers shown
+    assert (
+        check_text(
+            original, compress_tool_text(original, ToolArm.parse("lossless")), [fact]
+        ).facts_lost
+        == 0
+    )
+    line = Fact(kind="number", value="31")  # stated only as a line number: read as one
+    assert check_text(original, "\n".join(out), [line]).facts_lost == 0
+    assert check_text(original, "\n".join(out[:-1]), [line]).facts_lost == 1
