@@ -152,4 +152,6 @@ def path_heading(heading: str, name: str) -> str | None:
 
 def is_marker_or_fold(line: str) -> bool:
     """A line the rungs wrote (a marker or a folded run), not one of the original."""
+    if "[" not in line and "more" not in line:  # every marker and fold holds one of these
+        return False
     return parse_any(line) is not None or FOLD.match(line) is not None

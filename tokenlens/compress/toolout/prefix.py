@@ -70,11 +70,15 @@ def _cut(prefix: str) -> str:
 
 
 def _lcp(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    k = 0
-    while k < n and a[k] == b[k]:
-        k += 1
-    return k
+    """Characters `a` and `b` share at their start (a binary search over slices)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _plan(lines: Sequence[str], eligible: Callable[[str], bool]) -> list[tuple[int, str] | None]:

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from tokenlens.compress.toolout.lines import GREP_HIT
 from tokenlens.compress.toolout.numbered import DEFINITION, HEADING
 
-_GIT_HEADER = re.compile(r"^(?:commit [0-9a-f]{7,64}\b|Merge: |Author: |Date: )")
-_GIT_STAT_SUMMARY = re.compile(r"^ \d+ files? changed\b")
-_CHANGELOG_ENTRY = re.compile(r"^\S+ \([^)\s]+\) [^;]*; *urgency=")
-_CHANGELOG_SIGNATURE = re.compile(r"^ -- .+ <[^>]*> +\S")
+#: Lines that start a format's unit: a commit's header lines and its stat summary, a
+#: Debian changelog entry's heading and its signature.
+_UNIT = re.compile(
+    r"(?:commit [0-9a-f]{7,64}\b|Merge: |Author: |Date: | \d+ files? changed\b"
+    r"|\S+ \([^)\s]+\) [^;]*; *urgency=| -- .+ <[^>]*> +\S)"
+)
 _TEST_RESULT = re.compile(
     r"\b(?:PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b|^=+ .* =+$|^_+ .* _+$|^(?:ok|not ok) \d"
 )
@@ -39,12 +41,9 @@ def skeleton(lines: Sequence[str]) -> set[int]:
             found.add(i)  # the first hit of each file: no matched file goes unseen
             last_file = hit["path"]
         if (
-            DEFINITION.match(text)
+            _UNIT.match(line)
+            or DEFINITION.match(text)
             or HEADING.match(text)
-            or _GIT_HEADER.match(line)
-            or _GIT_STAT_SUMMARY.match(line)
-            or _CHANGELOG_ENTRY.match(line)
-            or _CHANGELOG_SIGNATURE.match(line)
             or _TEST_RESULT.search(line)
         ):
             found.add(i)
