@@ -20,6 +20,11 @@ breakpoints taken out, to show what it does to tool output. All run offline
 (``HF_HUB_OFFLINE=1``, ``HEADROOM_OFFLINE=1``): headroom's Kompress text model, which
 needs the hub, is then not used.
 
+Before the table, the per-kind walk of `tokenlens tool-policy` runs on the same tasks
+(`tokenlens.decision.tool_output`); its chosen arms, applied per kind as the proxy would
+(``ext:tools-policy``), are the table's ``policy-applied arms`` rows, beside headroom-ai's
+in the same run.
+
 `--quick` runs two tasks of each kind through two arms (the test suite runs it).
 """
 
@@ -36,7 +41,7 @@ from typing import Any
 from tokenlens.compress import Arm
 from tokenlens.compress.external import Compressor, register
 from tokenlens.compress.external.adapters import Adapter, llmtrim
-from tokenlens.compress.toolout.plugin import ToolArmCompressor
+from tokenlens.compress.toolout.plugin import ToolArmCompressor, ToolArmsCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.fidelity_run import HEADER, ArmTotals, measure, table_row
 from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
@@ -58,9 +63,31 @@ def _tool_arms(quick: bool) -> list[Arm]:
     return arms
 
 
-def _arms(args: argparse.Namespace) -> list[Arm]:
+def _policy_arm(by_kind: dict[str, list[tuple[dict, tuple]]]) -> Arm:
+    """The tool-policy walk on these tasks; its per-kind arms registered as one arm."""
+    from tokenlens.decision.tool_output import by_block_kind, decide_tool_output
+
+    entries, walks = decide_tool_output(by_block_kind([r for rs in by_kind.values() for r in rs]))
+    arms = {}
+    for kind, entry in entries.items():
+        walked = ", ".join(
+            f"{r.rung} {r.reduction:.1%} ({r.report.facts_lost} lost)" for r in walks[kind]
+        )
+        print(
+            f"tool-policy walk {kind:<10} {walked} -> {entry.mark} {entry.method}"
+            + (f"@{entry.rate:g}" if entry.rate is not None else "")
+        )
+        arm = entry.tool_arm
+        if arm is not None:
+            arms[kind] = arm
+    register("tools-policy", ToolArmsCompressor(arms))
+    return Arm.parse("ext:tools-policy")
+
+
+def _arms(args: argparse.Namespace, by_kind: dict[str, list[tuple[dict, tuple]]]) -> list[Arm]:
     arms = [Arm.parse(text) for text in (OURS[:1] + OURS[3:4] if args.quick else OURS)]
     arms += _tool_arms(args.quick)
+    arms.append(_policy_arm(by_kind))
     if args.headroom_python:
         os.environ["TOKENLENS_HEADROOM_PYTHON"] = args.headroom_python
     if args.llmtrim_python:
@@ -126,13 +153,13 @@ def main() -> int:
             continue
         body = task.to_request(model="claude-sonnet-4-5")
         by_kind[task.task_class].append((body, tuple(task.facts)))
-    arms = _arms(args)
     load = os.getloadavg()
     print(
         f"bench_agent: {args.tasks}, {sum(map(len, by_kind.values()))} requests, "
         f"{datetime.date.today()}, {os.cpu_count()} cores, load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
+    arms = _arms(args, by_kind)
     print(f"{'kind':<16}{HEADER}")
     overall: dict[str, ArmTotals] = {}
     for kind in sorted(by_kind):
@@ -143,6 +170,9 @@ def main() -> int:
         print(flush=True)
     for row in overall.values():
         print(f"{'all':<16}{table_row(row)}")
+    policy = overall.get("ext:tools-policy")
+    if policy is not None:
+        print(f"{'all':<16}{table_row(policy, 'policy-applied arms')}")
     print()
     load = os.getloadavg()
     print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

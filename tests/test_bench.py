@@ -25,6 +25,8 @@ QUICK: dict[str, tuple[str, ...]] = {
     "bench_agent.py": (
         r"kind\s+arm\s+reqs\s+tool tok",
         r"all\s+safe\s+\d+\s+\d+\s+\d+\.\d%\s+\d+\.\d%\s+0\s+0\s+0\s+\d+\.\d\s+faithful",
+        r"tool-policy walk \S+ +lossless \d+\.\d%",
+        r"all\s+policy-applied arms\s+\d+\s+\d+\s+\d+\.\d%\s+\d+\.\d%\s+0\s+0\s+0\s",
         r"load average",
     ),
     "bench_calibration.py": (

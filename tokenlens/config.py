@@ -24,7 +24,9 @@ DEFAULT_RATES: tuple[float, ...] = (0.8, 0.6, 0.4)
 DEFAULT_TOOL_RUNGS: tuple[str, ...] = (
     "lossless",
     "elide@0.9",
+    "elide@0.8",
     "elide@0.7",
+    "elide@0.6",
     "elide@0.5",
     "elide@0.3",
 )

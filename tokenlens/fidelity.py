@@ -25,6 +25,7 @@ then those of the earliest reading, never zero when something went unmarked.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -84,16 +85,28 @@ def compare(original: str, compressed: str, where: str = "") -> tuple[Tally, str
     return tally, kept
 
 
-def _facts_lost(facts: Sequence[Fact], original: str, compressed: Sequence[str]) -> int:
-    if not facts:
-        return 0
+#: What states no number of the output's own: a numbered read's line number, a marker.
+_NOT_STATED = re.compile(r"(?m)^[ \t]*\d+(?=[\t→]|$)|\[\.\.\. [^\]\n]* omitted[^\]\n]*\]")
+
+
+def _stated(fact: Fact, text: str, strict: bool) -> bool:
     from tokenlens.facts import fact_present
 
-    return sum(
-        1
-        for fact in facts
-        if fact_present(fact, original) and not any(fact_present(fact, t) for t in compressed)
-    )
+    return fact_present(fact, _NOT_STATED.sub("", text) if strict else text)
+
+
+def _facts_lost(facts: Sequence[Fact], original: str, compressed: Sequence[str]) -> int:
+    """Facts the original states that none of `compressed` does. A number the original
+    states in its text (not only as a line number) must be found in text too: a line
+    number or a marker's range that happens to equal it does not keep it."""
+    lost = 0
+    for fact in facts:
+        strict = fact.kind == "number" and _stated(fact, original, True)
+        if _stated(fact, original, strict) and not any(
+            _stated(fact, t, strict) for t in compressed
+        ):
+            lost += 1
+    return lost
 
 
 def check_text(original: str, compressed: str, facts: Sequence[Fact] = ()) -> FidelityReport:

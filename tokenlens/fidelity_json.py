@@ -18,7 +18,7 @@ from tokenlens.compress.toolout.jsoncodec import (
     from_table,
     sentinel_count,
 )
-from tokenlens.compress.toolout.markers import Marker, parse_any
+from tokenlens.compress.toolout.markers import Marker, parse_any, parse_value_marker
 from tokenlens.fidelity_walk import Aligner, Tally, clip
 
 
@@ -84,6 +84,8 @@ def check_json(v: Any, w: Any, path: str, tally: Tally) -> None:
                 tally.problem(f"{path}.{key}: member not in the original")
     elif isinstance(w, str) and OPAQUE.match(w):
         tally.marked += 1  # a value replaced in place by a handle that names its kind and size
+    elif isinstance(v, str) and isinstance(w, str) and parse_value_marker(w) == len(v):
+        tally.marked += 1  # a long string replaced in place by a marker naming its length
     else:
         tally.fabricated += 1
         tally.problem(f"{path}: {clip(json_key(v), 40)} became {clip(json_key(w), 40)}")

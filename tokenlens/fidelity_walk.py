@@ -20,11 +20,14 @@ from tokenlens.compress.toolout.lines import (
     GROUPED_HIT,
     backref,
     grouped_line,
+    is_marker_or_fold,
     path_heading,
     repeated,
     unfold,
 )
 from tokenlens.compress.toolout.markers import Marker, parse_any, parse_partial
+from tokenlens.compress.toolout.numbered import HEADER, restore_numbers
+from tokenlens.compress.toolout.prefix import expand_prefixes, parse_heading
 from tokenlens.compress.toolout.render import render_lines
 
 #: Problems kept per report (the counts are always complete).
@@ -166,7 +169,7 @@ def check_lines(original: str, compressed: str, tally: Tally, where: str) -> str
     lines = render_lines(original)
     trailing = original.count("\n") + 1 - len(lines)
     walk = Aligner(lines, tally, "lines", where, trailing)
-    original_lines, shown = lines, render_lines(compressed)
+    original_lines, shown = lines, decode_layout(render_lines(compressed), lines)
     heading: str | None = None
     i = 0
     while i < len(shown):
@@ -212,6 +215,17 @@ def check_lines(original: str, compressed: str, tally: Tally, where: str) -> str
         walk.fabricated(line, i - 1)
     walk.finish()
     return "\n".join(original_lines[k] for k in walk.kept)
+
+
+def decode_layout(shown: list[str], original: Sequence[str]) -> list[str]:
+    """Undo the rewrites that carry their own header (shared prefixes, left-out line
+    numbers), in the reverse order of the rungs; never when the original itself holds a
+    line shaped like that header (it then reads as that line)."""
+    if not any(parse_heading(line) for line in original):
+        shown = expand_prefixes(shown)
+    if not original or original[0] != HEADER:
+        shown = restore_numbers(shown, is_marker_or_fold)
+    return shown
 
 
 def _under(heading: str, line: str) -> str | None:

@@ -44,7 +44,9 @@ def test_markers_name_the_removed_range_in_place() -> None:
     markers = [m for m in map(parse_marker, out.splitlines()) if m is not None]
     # the run's first 34 lines, then the rest of the run up to the error's neighbours
     assert "[... 85 lines omitted: 35-119 ...]" in out.splitlines()
-    assert sum(m.count for m in markers) + len(out.splitlines()) - len(markers) == 200
+    # one file per hit: the hits sit under their folder's heading (``./pkg/``)
+    kept = [line for line in out.splitlines() if line != "./pkg/"]
+    assert sum(m.count for m in markers) + len(kept) - len(markers) == 200
 
 
 def test_lossless_renders_folds_and_minifies() -> None:
@@ -81,6 +83,15 @@ def test_kind_is_a_function_of_block_and_call_only() -> None:
         "file-read"
     )
     assert set(KINDS) >= {"search", "listing", "file-read", "json", "log", "vcs", "other"}
+
+
+def test_a_log_file_read_is_a_log() -> None:
+    assert tool_output_kind("x\n", _use("tail -n 59 /var/log/dpkg.log")) == "log"
+    assert tool_output_kind("x\n", _use("zcat doc/changelog.Debian.gz | head -n 80")) == "log"
+    assert tool_output_kind("x\n", _use("sed -n '1,9p' build.log")) == "log"
+    assert tool_output_kind("x\n", _use("cat src/log/handler.py")) == "file-read"
+    read = {"type": "tool_use", "name": "read_file", "input": {"path": "/var/log/syslog"}}
+    assert tool_output_kind("x\n", read) == "log"
 
 
 def test_a_blocks_compression_does_not_depend_on_what_follows() -> None:

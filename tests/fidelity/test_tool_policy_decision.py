@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenlens.decision.tool_output import decide_tool_output
+from tokenlens.decision.tool_output import by_block_kind, decide_tool_output
 from tokenlens.facts import Fact
 
 
@@ -39,3 +39,20 @@ def test_too_few_tasks_is_provisional() -> None:
     requests = [(_body("x\n" * 300, "cat x.log"), ())]
     entries, _ = decide_tool_output({"log": requests}, min_tasks=5)
     assert entries["log"].verdict == "provisional"
+
+
+def test_each_kind_is_walked_on_its_own_outputs_as_the_proxy_applies_it() -> None:
+    """A dpkg log read with `tail` is a log, not a file read: the log walk grades it, and a
+    rung walked for file reads never touches it."""
+    log = "\n".join(
+        f"2026-12-05 03:53:{n % 60:02d} status installed pkg{n}:amd64 1.{n}" for n in range(200)
+    )
+    fact = Fact(kind="version", value="1.100", source="t1")
+    requests = [(_body(log, "tail -n 200 /var/log/dpkg.log"), (fact,))]
+    groups = by_block_kind(requests)
+    assert list(groups) == ["log"]
+    _, walks = decide_tool_output({"file-read": requests, **groups}, min_tasks=1)
+    read = walks["file-read"]
+    assert all(r.tokens_before == 0 and r.report.facts_lost == 0 for r in read)
+    assert walks["log"][0].rung == "lossless" and walks["log"][0].reduction > 0.2
+    assert not walks["log"][-1].holds  # the log's own walk found where the fact goes

@@ -1,7 +1,8 @@
 """`tokenlens tool-policy TASKS --policy FILE`: the policy's per-kind tool-output arms.
 
-Walks the tool-output rungs gentlest first on every agent task of each kind (task class
-``agent-<kind>``), graded by the fidelity check and the tasks' exact facts
+Walks the tool-output rungs gentlest first on the tool outputs of each kind (the kind the
+proxy reads from each block and its tool_use, so a task with a listing and a file read
+counts for both), graded by the fidelity check and the tasks' exact facts
 (`tokenlens.decision.tool_output`), prints the walk, and writes the policy again with its
 `tool_output` entries (the per-class entries unchanged) to `--out` (default: the policy's
 folder, as `latest.json` and a dated copy).
@@ -10,7 +11,6 @@ folder, as `latest.json` and a dated copy).
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,17 +38,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokenlens.decision.tool_output import decide_tool_output, kind_of_class
+    from tokenlens.decision.tool_output import by_block_kind, decide_tool_output
     from tokenlens.policy import load_policy, write_policy
     from tokenlens.tasks import load_tasks
 
     policy = load_policy(args.policy)
-    by_kind: dict[str, list[tuple[dict[str, Any], tuple[Fact, ...]]]] = defaultdict(list)
-    for task in load_tasks(args.tasks):
-        if task.body is not None:
-            by_kind[kind_of_class(task.task_class)].append(
-                (task.to_request(model=policy.model), tuple(task.facts))
-            )
+    requests: list[tuple[dict[str, Any], tuple[Fact, ...]]] = [
+        (task.to_request(model=policy.model), tuple(task.facts))
+        for task in load_tasks(args.tasks)
+        if task.body is not None
+    ]
+    by_kind = by_block_kind(requests)
     if not by_kind:
         raise TokenLensError(f"{args.tasks}: no agent tasks (tasks with a body) found")
     entries, walks = decide_tool_output(by_kind)

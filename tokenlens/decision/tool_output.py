@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenlens.compress.toolout.plugin import ToolArmCompressor
+from tokenlens.compress.toolout.kinds import tool_output_kind
+from tokenlens.compress.toolout.plugin import ToolArmCompressor, ToolArmsCompressor
 from tokenlens.compress.toolout.rungs import ToolArm
 from tokenlens.config import DEFAULT_TOOL_RUNGS
 from tokenlens.decision.ladder import Rung, walk_ladder
@@ -51,29 +52,61 @@ class RungResult:
         return self.report.faithful and self.report.facts_lost == 0
 
 
-def kind_of_class(task_class: str) -> str:
-    """``agent-search`` -> ``search`` (the agent set's classes name the kinds)."""
-    return task_class.removeprefix("agent-")
+def block_kinds(body: dict[str, Any]) -> dict[str, str]:
+    """The kind of each tool_result of `body` (by tool_use_id), as the proxy reads it."""
+    calls: dict[str, dict[str, Any]] = {}
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                calls[str(block.get("id"))] = block
+    return {
+        use_id: tool_output_kind(out.text, calls.get(use_id))
+        for use_id, out in tool_outputs(body).items()
+    }
 
 
-def grade_rung(rung: str, requests: Sequence[Request]) -> RungResult:
-    compress = ToolArmCompressor(ToolArm.parse(rung))
+def by_block_kind(requests: Sequence[Request]) -> dict[str, list[Request]]:
+    """Requests grouped by the kinds of their tool outputs (a request with a listing and
+    a file read is in both groups): the groups the proxy applies the arms to."""
+    groups: dict[str, list[Request]] = {}
+    for request in requests:
+        for kind in dict.fromkeys(block_kinds(request[0]).values()):
+            groups.setdefault(kind, []).append(request)
+    return groups
+
+
+def grade_rung(rung: str, requests: Sequence[Request], kind: str | None = None) -> RungResult:
+    """One rung on `requests`; with `kind`, on that kind's tool outputs only (the others
+    are left as they came, and the tokens counted are that kind's)."""
+    arm = ToolArm.parse(rung)
+    compress = ToolArmsCompressor({kind: arm}) if kind else ToolArmCompressor(arm)
     report = FidelityReport()
     before = after = 0
     for body, facts in requests:
         out = compress(body)
         report += check_body(body, out, facts)
-        before += sum(estimate_tokens(o.text) for o in tool_outputs(body).values())
-        after += sum(estimate_tokens(o.text) for o in tool_outputs(out).values())
+        kinds = block_kinds(body) if kind else {}
+        before += sum(
+            estimate_tokens(o.text)
+            for key, o in tool_outputs(body).items()
+            if not kind or kinds[key] == kind
+        )
+        after += sum(
+            estimate_tokens(o.text)
+            for key, o in tool_outputs(out).items()
+            if not kind or kinds.get(key) == kind
+        )
     return RungResult(rung, len(requests), report, before, after)
 
 
-def walk(requests: Sequence[Request], rungs: Sequence[str] = TOOL_RUNGS) -> list[RungResult]:
-    """Grade rungs gentlest first, up to and including the first that fails (a rung that
-    saves more keeps fewer lines, so nothing past it can be chosen by `walk_ladder`)."""
+def walk(
+    requests: Sequence[Request], rungs: Sequence[str] = TOOL_RUNGS, kind: str | None = None
+) -> list[RungResult]:
+    """Grade rungs gentlest first, up to and including the first that fails."""
     results = []
     for rung in rungs:
-        result = grade_rung(rung, requests)
+        result = grade_rung(rung, requests, kind)
         results.append(result)
         if not result.holds:
             break
@@ -120,7 +153,8 @@ def decide_tool_output(
     rungs: Sequence[str] = TOOL_RUNGS,
     min_tasks: int = MIN_TASKS,
 ) -> tuple[dict[str, PolicyEntry], dict[str, list[RungResult]]]:
-    """Each kind's entry, and the walks behind them (for the printed table)."""
-    walks = {kind: walk(requests, rungs) for kind, requests in sorted(by_kind.items())}
+    """Each kind's entry, and the walks behind them (for the printed table). Each kind's
+    rungs touch only that kind's tool outputs, as the proxy applies them."""
+    walks = {kind: walk(requests, rungs, kind) for kind, requests in sorted(by_kind.items())}
     entries = {kind: entry_for(kind, results, min_tasks) for kind, results in walks.items()}
     return entries, walks

@@ -7,8 +7,8 @@ the block's own text and the call that produced it, never the request's class, t
 question, or anything later in the conversation.
 
 Kinds follow the agent task set's classes (``agent-<kind>``): ``search``, ``listing``,
-``file-read``, ``json``, ``log`` (logs and test runs), ``vcs``; anything else is
-``other``.
+``file-read``, ``json``, ``log`` (logs and test runs, and a log file read with ``tail``,
+``sed -n`` or ``zcat … | head``), ``vcs``; anything else is ``other``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ _LOG = frozenset(
 )
 _JSON = frozenset({"curl", "jq", "gh", "http", "kubectl", "aws", "gcloud"})
 _STAGES = re.compile(r"\|\||&&|[|;]")
+#: A file that holds a log: reading it (``tail``, ``sed -n``, ``zcat … | head``) is a log.
+_LOG_FILE = re.compile(r"(?:\.log\b|/var/log/|changelog|\bjournal\b)", re.IGNORECASE)
 _LOG_WORDS = re.compile(r"\b(ERROR|WARN(ING)?|INFO|DEBUG|FAILED|PASSED|Traceback)\b")
 
 
@@ -62,14 +64,16 @@ def _by_call(tool_use: dict[str, Any] | None) -> str | None:
     if name in ("glob", "ls", "list_files", "list_directory"):
         return "listing"
     if name in ("read", "read_file", "view", "open_file"):
-        return "file-read"
+        data = tool_use.get("input")
+        path = " ".join(str(v) for v in data.values()) if isinstance(data, dict) else ""
+        return "log" if _LOG_FILE.search(path) else "file-read"
     command = command_of(tool_use)
     if not command:
         return None
     for segment in _STAGES.split(command):  # the first stage a kind is known for decides
         kind = _by_words(_words(segment.strip()))
         if kind is not None:
-            return kind
+            return "log" if kind == "file-read" and _LOG_FILE.search(command) else kind
     if "--format" in command and "json" in command:
         return "json"
     return None

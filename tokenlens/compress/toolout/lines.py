@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tokenlens.compress.toolout.markers import parse_any
+
 FOLD = re.compile(r"^\[x(?P<n>\d+)\](?: (?P<line>.*))?$")
 #: Another compressor's fold (llmtrim): the count after the line, ``<line> [×N]``.
 FOLD_AFTER = re.compile(r"^(?P<line>.*?) ?\[×(?P<n>\d+)\]$")
@@ -146,3 +148,10 @@ def path_heading(heading: str, name: str) -> str | None:
     if not heading.endswith("/") or not name or name.startswith((" ", "\t")):
         return None
     return heading + name
+
+
+def is_marker_or_fold(line: str) -> bool:
+    """A line the rungs wrote (a marker or a folded run), not one of the original."""
+    if "[" not in line and "more" not in line:  # every marker and fold holds one of these
+        return False
+    return parse_any(line) is not None or FOLD.match(line) is not None

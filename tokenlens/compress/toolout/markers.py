@@ -9,6 +9,9 @@ the source's own unit:
 * items of a JSON array (or rows of a table made from one), numbered from 1:
   ``[... 5 items omitted: 4-8 ...]``.
 
+* one long string value of a JSON document, in characters:
+  ``[... string of 2345 chars omitted ...]`` stands in the string's place.
+
 A marker may be indented (it keeps the indentation of the lines it replaced). The count
 must equal the range's length; `parse_marker` refuses anything else, so a marker that
 parses is internally consistent and the fidelity check only has to verify its place.
@@ -132,3 +135,19 @@ def parse_partial(line: str) -> tuple[str, int, str] | None:
         return None
     match = _PARTIAL.match(line)
     return (match["head"], int(match["n"]), match["tail"]) if match else None
+
+
+_VALUE = re.compile(r"^\[\.\.\. string of (?P<n>\d+) chars omitted \.\.\.\]$")
+
+
+def format_value_marker(value: str) -> str:
+    """The marker standing in place of one long JSON string value."""
+    return f"[... string of {len(value)} chars omitted ...]"
+
+
+def parse_value_marker(text: str) -> int | None:
+    """The length a string-value marker says its string had, or None."""
+    if not text.startswith("[... string of "):
+        return None
+    match = _VALUE.match(text)
+    return int(match["n"]) if match else None

@@ -9,7 +9,11 @@ with the text arm `control`, that is all `compress_request` would do to the body
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 import copy
+=======
+from collections.abc import Mapping
+>>>>>>> s2-40r
 from typing import Any
 
 from tokenlens.compress.toolout.body import compress_tool_results
@@ -26,6 +30,23 @@ class ToolArmCompressor:
         self.arm = arm
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+<<<<<<< HEAD
         new = copy.deepcopy(body)  # the caller's body is never changed
         compress_tool_results(new, dict.fromkeys(KINDS, self.arm))
         return new
+=======
+        arms = dict.fromkeys(KINDS, self.arm)
+        return compress_request(body, Arm("control"), tool_arms=arms).body
+
+
+class ToolArmsCompressor:
+    """Per-kind tool arms (a policy's ``tool_output`` entries) as a body -> body callable:
+    each tool_result gets its own kind's arm, as the proxy applies them; kinds without an
+    arm are left alone."""
+
+    def __init__(self, arms: Mapping[str, ToolArm]) -> None:
+        self.arms = dict(arms)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        return compress_request(body, Arm("control"), tool_arms=self.arms).body
+>>>>>>> s2-40r

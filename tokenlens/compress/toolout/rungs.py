@@ -33,9 +33,12 @@ from typing import Any
 
 from tokenlens.compress.toolout.jsoncodec import to_table
 from tokenlens.compress.toolout.kinds import command_of
-from tokenlens.compress.toolout.lines import FOLD, GREP_HIT, fold, group_hits
-from tokenlens.compress.toolout.markers import format_marker, parse_any
+from tokenlens.compress.toolout.lines import GREP_HIT, fold, group_hits, is_marker_or_fold
+from tokenlens.compress.toolout.markers import format_marker, format_value_marker, parse_any
+from tokenlens.compress.toolout.numbered import drop_numbers, restore_numbers
+from tokenlens.compress.toolout.prefix import expand_prefixes, group_prefixes
 from tokenlens.compress.toolout.render import render_lines
+from tokenlens.compress.toolout.structure import skeleton
 
 TOOL_METHODS: tuple[str, ...] = ("lossless", "elide")
 #: Tool outputs shorter than this (characters) pass through unchanged.
@@ -46,13 +49,11 @@ EDGE_LINES = 3
 AROUND = 2
 #: Arrays shorter than this are never shortened.
 MIN_ARRAY = 8
+#: A JSON string longer than LONG_STRING / (1 - keep rate) characters is removed.
+LONG_STRING = 100
 _IMPORTANT = re.compile(
     r"(?i)(error|exception|traceback|fail(ed|ure)?\b|panic|fatal|warn(ing)?\b|critical|"
     r"denied|not found|no such|assert)"
-)
-_DEFINITION = re.compile(
-    r"^\s*(?:\d+[\t:| ]\s*)?(?:async\s+def|def|class|function|fn|func|impl|struct|interface|"
-    r"export|public|private|module|package)\b|^\s*(?:\d+[\t:| ]\s*)?#{1,6} "
 )
 _DIGITS = re.compile(r"\d+")
 _TERM = re.compile(r"[A-Za-z_][\w.]{2,}")
@@ -60,6 +61,7 @@ _STOP_TEXT = """grep rg ag ack find sort head tail cat sed git log show ls la ty
     not the and for with from into usr lib python3 python json format cwd command true false
     print null none self"""
 _STOP = frozenset(_STOP_TEXT.split())
+_FOLDERS = re.compile(r"[^\s'\"=]*/(?=[^/\s'\"]+)")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ class ToolArm:
 
 
 def asked_terms(tool_use: dict[str, Any] | None) -> tuple[str, ...]:
-    """Words naming what a tool_use asked for: its pattern, path or symbol (no flags)."""
+    """Words naming what a tool_use asked for: its pattern, path or symbol (no flags). Of a
+    path only its last part counts: the folders above it say where, not what."""
     if not tool_use:
         return ()
     data = tool_use.get("input")
@@ -111,7 +114,7 @@ def asked_terms(tool_use: dict[str, Any] | None) -> tuple[str, ...]:
     if isinstance(data, dict):
         values = [v for v in data.values() if isinstance(v, str)]
     command = command_of(tool_use)
-    text = command or " ".join(values)
+    text = _FOLDERS.sub("", command or " ".join(values))
     found = []
     for term in _TERM.findall(text):
         term = term.strip(".")
@@ -128,7 +131,8 @@ def compress_tool_text(text: str, arm: ToolArm, tool_use: dict[str, Any] | None 
     out = _lines_out(text, arm, tool_use)
     if value is not None:
         if arm.lossy:
-            value = _shorten_json(value, arm.rate or 1.0, asked_terms(tool_use))
+            rate = arm.rate or 1.0
+            value = _shorten_json(value, rate, _telling(asked_terms(tool_use), value, rate))
         as_json = _json_text(value)
         # JSON of objects has no array to shorten: its lines may go instead, with markers
         out = as_json if not arm.lossy or len(as_json) <= len(out) else out
@@ -143,8 +147,15 @@ def _lines_out(text: str, arm: ToolArm, tool_use: dict[str, Any] | None) -> str:
     for piece in pieces:
         out_lines.extend(piece if isinstance(piece, list) else [piece])
     if any(map(GREP_HIT.match, lines)):  # grep output: hits under their file instead
-        return "\n".join(group_hits(out_lines))
-    return "\n".join(group_paths(out_lines, frozenset(lines)))
+        hits = group_hits(out_lines)
+        if hits != out_lines:
+            return "\n".join(hits)
+    numbered = drop_numbers(out_lines, is_marker_or_fold)
+    if numbered is not None and restore_numbers(numbered, is_marker_or_fold) == out_lines:
+        return "\n".join(numbered)
+    grouped = group_paths(out_lines, frozenset(lines))
+    prefixed = group_prefixes(grouped, is_marker_or_fold)
+    return "\n".join(prefixed if expand_prefixes(prefixed) == grouped else grouped)
 
 
 _PATH = re.compile(r"^(?P<dir>[^\s:]*/)(?P<name>[^/]+)$")
@@ -202,10 +213,36 @@ def _mentions(text: str, terms: tuple[str, ...]) -> bool:
     return any(term in text for term in terms)
 
 
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _telling(terms: tuple[str, ...], value: Any, rate: float) -> tuple[str, ...]:
+    """The asked terms that tell a JSON document's long strings apart: a word most of
+    them carry (``data`` of a data folder's path) would keep them all."""
+    long = [s for s in _strings(value) if len(s) > _long_string(rate)]
+    return tuple(t for t in terms if sum(t in s for s in long) * 2 <= len(long))
+
+
+def _long_string(rate: float) -> float:
+    """Strings longer than this go at keep rate `rate` (2,000 characters at 0.9, 400 at 0.5)."""
+    return LONG_STRING / (1.0 - rate) if rate < 1.0 else math.inf
+
+
 def _shorten_json(value: Any, rate: float, terms: tuple[str, ...]) -> Any:
-    """Arrays of `MIN_ARRAY`+ items keep ends and asked-for items; a marker per removed run."""
+    """Arrays of `MIN_ARRAY`+ items keep ends and asked-for items; a marker per removed run.
+    A string longer than `_long_string(rate)` that names nothing asked gives way to a
+    marker naming its length."""
     if isinstance(value, dict):
         return {k: _shorten_json(v, rate, terms) for k, v in value.items()}
+    if isinstance(value, str):
+        if len(value) > _long_string(rate) and not _mentions(value, terms):
+            return format_value_marker(value)
+        return value
     if not isinstance(value, list):
         return value
     items = [_shorten_json(v, rate, terms) for v in value]
@@ -247,11 +284,11 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
     score = [0.0] * n
     # a term most lines carry (the pattern of a grep) tells no line apart
     terms = tuple(t for t in terms if sum(t in line for line in lines) * 2 <= n)
+    for i in skeleton(lines):
+        score[i] += 3
     for i, line in enumerate(lines):
         if _IMPORTANT.search(line):
             score[i] += 5
-        if _DEFINITION.match(line):
-            score[i] += 1
         if terms and _mentions(line, terms):
             for k in range(max(0, i - AROUND), min(n, i + AROUND + 1)):
                 score[k] += 2 if k == i else 1
@@ -266,7 +303,18 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
                 score[k] -= 1
         i = j
     keep = set(range(EDGE_LINES)) | set(range(n - EDGE_LINES, n))
-    order = sorted(range(n), key=lambda k: (-score[k], k))
+    # among lines of equal score, those in long runs of plain lines go first: a removed
+    # run under three lines would be kept anyway (its marker would save nothing)
+    plain_run = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j < n and score[j] <= 0:
+            j += 1
+        for k in range(i, j):
+            plain_run[k] = j - i
+        i = max(j, i + 1)
+    order = sorted(range(n), key=lambda k: (-score[k], plain_run[k], k))
     for k in order:
         if len(keep) >= budget:
             break
@@ -289,8 +337,3 @@ def _elide(lines: list[str], rate: float, terms: tuple[str, ...]) -> list[list[s
                 pieces.append(format_marker(i + 1, j, "lines", indent))
         i = j
     return pieces
-
-
-def is_marker_or_fold(line: str) -> bool:
-    """A line the rungs wrote (a marker or a folded run), not one of the original."""
-    return parse_any(line) is not None or FOLD.match(line) is not None
