@@ -9,11 +9,8 @@ with the text arm `control`, that is all `compress_request` would do to the body
 
 from __future__ import annotations
 
-<<<<<<< HEAD
 import copy
-=======
 from collections.abc import Mapping
->>>>>>> s2-40r
 from typing import Any
 
 from tokenlens.compress.toolout.body import compress_tool_results
@@ -30,13 +27,7 @@ class ToolArmCompressor:
         self.arm = arm
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-<<<<<<< HEAD
-        new = copy.deepcopy(body)  # the caller's body is never changed
-        compress_tool_results(new, dict.fromkeys(KINDS, self.arm))
-        return new
-=======
-        arms = dict.fromkeys(KINDS, self.arm)
-        return compress_request(body, Arm("control"), tool_arms=arms).body
+        return _compressed(body, dict.fromkeys(KINDS, self.arm))
 
 
 class ToolArmsCompressor:
@@ -48,5 +39,10 @@ class ToolArmsCompressor:
         self.arms = dict(arms)
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        return compress_request(body, Arm("control"), tool_arms=self.arms).body
->>>>>>> s2-40r
+        return _compressed(body, self.arms)
+
+
+def _compressed(body: dict[str, Any], arms: Mapping[str, ToolArm]) -> dict[str, Any]:
+    new = copy.deepcopy(body)  # the caller's body is never changed
+    compress_tool_results(new, arms)
+    return new
