@@ -325,18 +325,30 @@ def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
     }
     print(
         f"\n{'noisy world, 60 tasks: lever':30} {'stable':>6} {'design':>7} {'readings':>8} "
-        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'power/$':>8}"
+        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'/rule':>5} {'power/$':>8}"
     )
     for r in results:
         lever = r.lever
+        cost, per_dollar = (
+            ("—", "—") if lever.bound else (f"{r.cost_usd:.2f}", f"{100 * r.power / r.cost_usd:.1f}%")
+        )
         print(
             f"{lever.name:30} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
-            f"{r.readings_per_pair:8.2f} {r.cost_usd:8.2f} {_pct(r.power):>7} "
-            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} "
-            f"{100 * r.power / r.cost_usd:7.1f}%"
+            f"{r.readings_per_pair:8.2f} {cost:>8} {_pct(r.power):>7} "
+            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} {r.power / tops['rule']:5.2f} "
+            f"{per_dollar:>8}"
         )
     for share in sorted({r.stable_share for r in results}):
-        mine = [r for r in results if r.stable_share == share]
+        mine = [r for r in results if r.stable_share == share and not r.lever.bound]
+        at_60x3 = [r for r in mine if (r.lever.tasks, r.lever.repeats) == (60, 3)]
+        best_here = max(at_60x3, key=lambda r: r.power)
+        print(
+            f"LEVER stable share {share:.1f}, at 60x3: most power {best_here.lever.name} "
+            f"{_pct(best_here.power).strip()} = {best_here.power / tops['rule']:.2f} of the CEILING "
+            f"rule's {_pct(tops['rule']).strip()}, {best_here.power / tops['best']:.2f} of the "
+            f"best's {_pct(tops['best']).strip()} (goal >= 0.80), 0.94 arm held "
+            f"{_pct(best_here.false_rate).strip()}"
+        )
         top = max(mine, key=lambda r: r.power)
         print(
             f"LEVER stable share {share:.1f}: most power {top.lever.name} "
