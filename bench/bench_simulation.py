@@ -329,9 +329,9 @@ def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
     )
     for r in results:
         lever = r.lever
-        cost, per_dollar = (
-            ("—", "—") if lever.bound else (f"{r.cost_usd:.2f}", f"{100 * r.power / r.cost_usd:.1f}%")
-        )
+        cost, per_dollar = ("—", "—")
+        if not lever.bound:
+            cost, per_dollar = f"{r.cost_usd:.2f}", f"{100 * r.power / r.cost_usd:.1f}%"
         print(
             f"{lever.name:30} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
             f"{r.readings_per_pair:8.2f} {cost:>8} {_pct(r.power):>7} "
@@ -344,8 +344,9 @@ def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
         best_here = max(at_60x3, key=lambda r: r.power)
         print(
             f"LEVER stable share {share:.1f}, at 60x3: most power {best_here.lever.name} "
-            f"{_pct(best_here.power).strip()} = {best_here.power / tops['rule']:.2f} of the CEILING "
-            f"rule's {_pct(tops['rule']).strip()}, {best_here.power / tops['best']:.2f} of the "
+            f"{_pct(best_here.power).strip()} = {best_here.power / tops['rule']:.2f} of the "
+            f"CEILING rule's {_pct(tops['rule']).strip()}, "
+            f"{best_here.power / tops['best']:.2f} of the "
             f"best's {_pct(tops['best']).strip()} (goal >= 0.80), 0.94 arm held "
             f"{_pct(best_here.false_rate).strip()}"
         )

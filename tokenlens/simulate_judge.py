@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class Lever:
 
     def scenario(self, world: Scenario, stable_share: float) -> Scenario:
         return replace(
-            replace(world, **dict(self.world)),
+            replace(world, **cast(dict[str, Any], dict(self.world))),
             arms=PROBE_ARMS,
             n_tasks=self.tasks,
             replicates=self.repeats,
