@@ -304,12 +304,15 @@ def paired(runs: int, seed: int, processes: int = 2) -> None:
                 f"its answers (goal <= 0.70); edge arm (true 0.94) applied by fixed only {b}, "
                 f"by sequential only {c}: McNemar p = {p:.3f} ({against})"
             )
-    held, _ = ceiling(60, 4000, seed)
+    held, best = ceiling(60, 4000, seed)
     top = float(np.mean([held[t] for t in TRUTHS[1:]]))
+    top_best = float(np.mean([best[t] for t in TRUTHS[1:]]))
     noisy = study.cell("noisy", 60, 3, "fixed")
     print(
         f"PAIRED noisy 60x3 power (each arm alone) {_pct(noisy.alone_power).strip()} = "
-        f"{noisy.alone_power / top:.2f} of the CEILING rule's {_pct(top).strip()} (goal >= 0.80)"
+        f"{noisy.alone_power / top:.2f} of the CEILING rule's {_pct(top).strip()}, "
+        f"{noisy.alone_power / top_best:.2f} of the best's {_pct(top_best).strip()} "
+        "(goal >= 0.80)"
     )
 
 
@@ -325,18 +328,31 @@ def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
     }
     print(
         f"\n{'noisy world, 60 tasks: lever':30} {'stable':>6} {'design':>7} {'readings':>8} "
-        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'power/$':>8}"
+        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'/rule':>5} {'power/$':>8}"
     )
     for r in results:
         lever = r.lever
+        cost, per_dollar = ("—", "—")
+        if not lever.bound:
+            cost, per_dollar = f"{r.cost_usd:.2f}", f"{100 * r.power / r.cost_usd:.1f}%"
         print(
             f"{lever.name:30} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
-            f"{r.readings_per_pair:8.2f} {r.cost_usd:8.2f} {_pct(r.power):>7} "
-            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} "
-            f"{100 * r.power / r.cost_usd:7.1f}%"
+            f"{r.readings_per_pair:8.2f} {cost:>8} {_pct(r.power):>7} "
+            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} {r.power / tops['rule']:5.2f} "
+            f"{per_dollar:>8}"
         )
     for share in sorted({r.stable_share for r in results}):
-        mine = [r for r in results if r.stable_share == share]
+        mine = [r for r in results if r.stable_share == share and not r.lever.bound]
+        at_60x3 = [r for r in mine if (r.lever.tasks, r.lever.repeats) == (60, 3)]
+        best_here = max(at_60x3, key=lambda r: r.power)
+        print(
+            f"LEVER stable share {share:.1f}, at 60x3: most power {best_here.lever.name} "
+            f"{_pct(best_here.power).strip()} = {best_here.power / tops['rule']:.2f} of the "
+            f"CEILING rule's {_pct(tops['rule']).strip()}, "
+            f"{best_here.power / tops['best']:.2f} of the "
+            f"best's {_pct(tops['best']).strip()} (goal >= 0.80), 0.94 arm held "
+            f"{_pct(best_here.false_rate).strip()}"
+        )
         top = max(mine, key=lambda r: r.power)
         print(
             f"LEVER stable share {share:.1f}: most power {top.lever.name} "

@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any, cast
 
 import numpy as np
 
@@ -48,10 +49,17 @@ class Lever:
     recheck: float = 0.0
     repeats: int = 3
     tasks: int = 60
+    #: A bound, not a lever: the world changed (e.g. a judge without noise, answers that
+    #: never derail) to show how much of the gap to the ceiling a lever could close.
+    world: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.world)
 
     def scenario(self, world: Scenario, stable_share: float) -> Scenario:
         return replace(
-            world,
+            replace(world, **cast(dict[str, Any], dict(self.world))),
             arms=PROBE_ARMS,
             n_tasks=self.tasks,
             replicates=self.repeats,
@@ -71,6 +79,10 @@ LEVERS: tuple[Lever, ...] = (
     Lever("recheck disagreeing pairs", judge_calls=2, recheck=RECHECK_GAP),
     Lever("5 repeats", repeats=5),
     Lever("100 tasks", tasks=100),
+    Lever("5 repeats, both orders", judge_calls=2, repeats=5),
+    Lever("5 repeats, recheck", judge_calls=2, recheck=RECHECK_GAP, repeats=5),
+    Lever("bound: judge without noise", world=(("judge_sd", 0.0),)),
+    Lever("bound: no derailed answers", world=(("derail", 0.0),)),
 )
 
 
@@ -148,7 +160,12 @@ def run_levers(
     seed: int,
     processes: int = 1,
 ) -> list[LeverResult]:
-    jobs = [(world, lever, share, runs, seed) for share in stable_shares for lever in levers]
+    jobs = [
+        (world, lever, share, runs, seed)
+        for i, share in enumerate(stable_shares)
+        for lever in levers
+        if i == 0 or not lever.bound  # a bound is read once, at the first share
+    ]
     if processes > 1:
         from concurrent.futures import ProcessPoolExecutor
 

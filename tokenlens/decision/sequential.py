@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pandas as pd
 
@@ -149,16 +150,26 @@ def _variance(n: int, r: int, spread: Spread) -> float:
 def look_alphas(
     points: Sequence[tuple[int, int]], need: int, alpha: float, spread: Spread
 ) -> list[float]:
-    """Each look's nominal one-sided error; looks with fewer tasks than `need` spend none."""
+    """Each look's nominal one-sided error; looks with fewer tasks than `need` spend none.
+
+    Cached: the boundaries are a multivariate normal integral (~1 s), the same for every
+    class of one pool size, and a simulation study asks for them thousands of times."""
+    return list(_look_alphas(tuple(points), need, alpha, spread))
+
+
+@lru_cache(maxsize=256)
+def _look_alphas(
+    points: tuple[tuple[int, int], ...], need: int, alpha: float, spread: Spread
+) -> tuple[float, ...]:
     holdable = [i for i, (n, _) in enumerate(points) if n >= need]
     out = [0.0] * len(points)
     if not holdable:
-        return out
+        return tuple(out)
     final = _variance(*points[holdable[-1]], spread)
     fractions = [final / _variance(*points[i], spread) for i in holdable]
     for i, a in zip(holdable, nominal_alphas(fractions, alpha), strict=True):
         out[i] = a
-    return out
+    return tuple(out)
 
 
 @dataclass

@@ -56,7 +56,10 @@ def _below_all(bounds: Sequence[float], corr: np.ndarray) -> float:
         return float(ndtr(bounds[0]))
     from scipy.stats import multivariate_normal
 
-    return float(multivariate_normal(mean=np.zeros(len(bounds)), cov=corr).cdf(np.array(bounds)))
+    # The cdf is a quasi-Monte Carlo integral: its random shifts come from a fixed seed, so
+    # the same looks always get the same boundaries (scipy's default is the global state).
+    law = multivariate_normal(mean=np.zeros(len(bounds)), cov=corr)
+    return float(law.cdf(np.array(bounds), rng=np.random.default_rng(0)))
 
 
 def nominal_alphas(
