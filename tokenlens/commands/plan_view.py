@@ -11,9 +11,11 @@ from tokenlens.calibration.runs import MANIFEST, RunManifest, read_manifest
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
 from tokenlens.decision.evidence import tasks_for_measured
+from tokenlens.decision.plan_power import TaskSample, task_samples
 from tokenlens.decision.planner import (
     ASSUMED_JUDGE_SHARE,
     ArmPlan,
+    Cleared,
     best_option,
     decision_spread,
     judge_options,
@@ -40,6 +42,8 @@ class PlanInputs:
     #: judge calls per graded pair (2 when it judged both A/B orders).
     judge_model: str | None = None
     judge_calls_per_pair: int = 1
+    #: (class, arm) -> the per-task retentions the run's bound read (from its grades).
+    samples: dict[tuple[str, str], TaskSample] = field(default_factory=dict)
 
 
 def run_judge(policy: Policy | None, manifest: RunManifest | None) -> tuple[str | None, int]:
@@ -107,7 +111,21 @@ def load_inputs(
         {c: sum(v) / len(v) for c, v in tokens.items() if v},
         judge_model,
         per_pair,
+        _samples(run_dir, curve),
     )
+
+
+def _samples(run_dir: Any, curve: list[CurveRow]) -> dict[tuple[str, str], TaskSample]:
+    """The run's per-task retentions, read with the judge that decided; none when the
+    run kept no grades table (the plan then reads the curve alone)."""
+    from tokenlens.storage import read_parquet
+
+    judges = {r["judge"] for r in curve if r.get("judge")}
+    try:
+        grades = read_parquet(run_dir.child("grades.parquet")).to_pandas()
+    except FileNotFoundError:
+        return {}
+    return task_samples(grades, judge=next(iter(judges)) if len(judges) == 1 else None)
 
 
 def _num(value: Any) -> float | None:
@@ -152,6 +170,12 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
             between=_num(r.get("sd_between")),
             within=_num(r.get("sd_within")),
         )
+        low = _num(r.get("retention_low"))
+        cleared = None
+        if r.get("passes") and low is not None and int(r.get("n_tasks") or 0) > 0:
+            n_tasks = int(r.get("n_tasks") or 0)
+            reps = int(r.get("n_pairs") or 0) / n_tasks
+            cleared = Cleared(n_tasks, round(reps, 1), low, bool(r.get("certain")))
         plans.append(
             plan_arm(
                 r["task_class"],
@@ -164,6 +188,8 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
                 model=model,
                 judge_model=judge_model,
                 judge_calls_per_pair=inputs.judge_calls_per_pair,
+                sample=inputs.samples.get((r["task_class"], r["arm"])),
+                cleared=cleared,
             )
         )
     return plans
