@@ -120,8 +120,8 @@ def test_the_operators_example_gets_sane_answers() -> None:
     assert "a ✓ needs 6 more tasks (60 in all)" in cleared.note
     sizes = [d.tasks for d in cleared.designs]
     assert all(n is not None and 20 <= n <= 120 for n in sizes), sizes
-    perfect = _plan(_issue_row(1.0, 1.0, 1.0, sd=2.88))
-    assert "already holds ?" in perfect.note
+    perfect = _plan({**_issue_row(1.0, 1.0, 1.0, sd=2.88), "status": "ignored"})
+    assert "already holds ?" in perfect.note and "the walk stopped" in perfect.note
     assert [(d.tasks, d.tasks_measured) for d in perfect.designs] == [(20, 60)] * 3
 
 
@@ -133,3 +133,17 @@ def test_the_resampled_bound_is_the_decisions_bound() -> None:
     mine = lower_bounds(rows, 0.95)
     theirs = [ratio_estimate(r, np.ones_like(r), confidence=0.9, method="skew_t").low for r in rows]
     np.testing.assert_allclose(mine, np.array(theirs, dtype=float), rtol=0, atol=1e-12)
+
+
+def test_a_floor_too_wide_for_a_check_mark_gets_no_check_mark_size() -> None:
+    """A control that loses more than the tolerance allows never vouches for a ✓: the
+    plan gives the ? sizes and says why there is no ✓ size, instead of a huge number."""
+    noisy = replace(
+        WORLD, n_tasks=300, control_retention=0.92, arms=(SimArm("prune@0.6", 1.0, 0.3),)
+    )
+    grades = simulate_grades(noisy, np.random.default_rng(5))
+    row = _row(grades)
+    assert row["noise_floor"] > 1 - TOLERANCE, row
+    plan = _plan(row, grades)
+    assert all(d.tasks is not None and d.tasks_measured is None for d in plan.designs), plan
+    assert "the control's floor is too wide" in plan.note

@@ -175,7 +175,13 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
         if r.get("passes") and low is not None and int(r.get("n_tasks") or 0) > 0:
             n_tasks = int(r.get("n_tasks") or 0)
             reps = int(r.get("n_pairs") or 0) / n_tasks
-            cleared = Cleared(n_tasks, round(reps, 1), low, bool(r.get("certain")))
+            cleared = Cleared(
+                n_tasks,
+                round(reps, 1),
+                low,
+                bool(r.get("certain")),
+                ignored=r.get("status") == "ignored",
+            )
         plans.append(
             plan_arm(
                 r["task_class"],

@@ -176,8 +176,11 @@ def tasks_to_hold(
     retention is not above the tolerance, or no size up to the normal formula's limit
     gets there. The search starts at the normal formula's size, which the skewed
     spread usually makes too small."""
-    if not sample.ratios.mean() > tolerance:
-        return None
+    if not sample.ratios.mean() > tolerance or not sample.floor_den.sum() > 0:
+        return None  # nothing to certify, or no control: the decision refuses the class
+    floor = 1.0 - float(sample.floor_num.sum() / sample.floor_den.sum())
+    if certain and floor > 1.0 - tolerance + _EPS:
+        return None  # a floor wider than the tolerance's loss never vouches for a ✓
 
     def enough(n: int) -> bool:
         return held_share(sample, n, repeats, tolerance=tolerance, certain=certain) >= power

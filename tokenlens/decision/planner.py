@@ -120,6 +120,7 @@ class Cleared:
     repeats: float
     low: float  # the bound that held
     certain: bool  # ✓ (else ?)
+    ignored: bool = False  # the walk stopped at an earlier arm's failure
 
 
 def plan_arm(
@@ -211,6 +212,8 @@ def cleared_words(cleared: Cleared, tolerance: float) -> str:
         f"{cleared.repeats:g} repeats (bound {100 * cleared.low:.1f}% >= "
         f"{100 * tolerance:.1f}%)"
     )
+    if cleared.ignored:
+        held += ", but the walk stopped at a gentler arm's failure before it"
     if cleared.certain:
         return f"{held}: no more tasks needed (the sizes are what a fresh calibration needs)"
     more = tasks_for_measured(tolerance) - cleared.tasks
