@@ -7,7 +7,7 @@ normal formula on the spread its curve's bound implies (what it does with a curv
 alone); then `--runs` calibrations of each planned size are simulated and the share
 whose bound holds the arm (?) and that are ✓ at the ✓ size is printed.
 
-Usage: .venv/bin/python bench/bench_plan_power.py [--runs 400] [--pilot 20000]
+Usage: .venv/bin/python bench/bench_plan_power.py [--runs 400] [--pilot 20000] [--quick]
 """
 
 from __future__ import annotations
@@ -52,7 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--pilot", type=int, default=20_000)
+    parser.add_argument("--quick", action="store_true", help="every code path, small (tests)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.pilot = 5, 500
     print(f"load average {os.getloadavg()[0]:.1f}; {args.runs} runs per size")
     for name, world in WORLDS.items():
         pilot = simulate_grades(replace(world, n_tasks=args.pilot), np.random.default_rng(1))
