@@ -133,7 +133,9 @@ def test_sigkill_mid_run_then_resume_pays_each_call_once(
     else:
         assert ok_judge_calls(anthropic) == calls - len(unique_cells) > 0
     paid_now = calls - before_rerun
-    assert paid_now > 0 and f"({paid_now} new calls this run)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert paid_now > 0 and f"({paid_now} new calls this run)" in out
+    assert f"in flight at a kill: {in_flight} calls sent with no answer stored" in out
     assert not list((Path(config.store) / "ledger").glob("journal-*.jsonl"))  # compacted
     # The resumed run's spend artifact states exactly those, not a bound.
     spend = read_artifact(KEY_SPEND).data
