@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ from tokenlens.formatting import arm_label
 from tokenlens.policy import Policy
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.tables import CurveRow, TaskRow
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PROMPT_TOKENS = 1000.0
 
@@ -125,7 +128,11 @@ def _samples(run_dir: Any, curve: list[CurveRow]) -> dict[tuple[str, str], TaskS
         grades = read_parquet(run_dir.child("grades.parquet")).to_pandas()
     except FileNotFoundError:
         return {}
-    return task_samples(grades, judge=next(iter(judges)) if len(judges) == 1 else None)
+    try:
+        return task_samples(grades, judge=next(iter(judges)) if len(judges) == 1 else None)
+    except TokenLensError as exc:  # a table the decision could not read either
+        log.warning("%s: planning from the curve alone (%s)", run_dir.url, exc)
+        return {}
 
 
 def _num(value: Any) -> float | None:
