@@ -147,3 +147,21 @@ def test_a_floor_too_wide_for_a_check_mark_gets_no_check_mark_size() -> None:
     plan = _plan(row, grades)
     assert all(d.tasks is not None and d.tasks_measured is None for d in plan.designs), plan
     assert "the control's floor is too wide" in plan.note
+
+
+def test_a_draw_of_tasks_without_a_control_pair_is_refused_not_an_error() -> None:
+    """Two tasks, one whose control pairs all failed: a quarter of the draws of two tasks
+    hold only that one; those are refused (as the decision refuses a class without a
+    control), the rest read as usual, and nothing divides by zero."""
+    from tokenlens.decision.plan_power import TaskSample, held_share
+    from tokenlens.stats import Spread
+
+    sample = TaskSample(
+        ratios=np.array([1.0, 0.99]),
+        floor_num=np.array([2.9, 0.0]),
+        floor_den=np.array([3.0, 0.0]),
+        repeats=3.0,
+        split=Spread(0.01, None),
+    )
+    share = held_share(sample, 2, 3, tolerance=0.5, draws=1000)
+    assert 0.6 <= share <= 0.9, share  # about 3 in 4 draws have a control pair

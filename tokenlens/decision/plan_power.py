@@ -148,16 +148,17 @@ def held_share(
         den = sample.floor_den[pick]
         num = den * (kept_at + (sample.floor_mean[pick] - kept_at) * width)
         total = den.sum(axis=1)
-        if np.all(total > 0):  # the control's floor, as `tokenlens.decision.curve` reads it
-            kept = num.sum(axis=1) / total  # capped control retention
-            influence = (num - kept[:, None] * den) / total[:, None]
-            se = np.sqrt(tasks / (tasks - 1) * np.sum(influence**2, axis=1))
-            floor, floor_low = 1.0 - kept, np.maximum(1.0 - kept - q_floor * se, 0.0)
-            ok &= (tolerance - floor > _EPS) & (floor_low <= MAX_NOISE_FLOOR + _EPS)
-            if certain:
-                ok &= floor <= 1.0 - tolerance + _EPS
-        else:  # no control measured: the decision refuses the class
-            ok[:] = False
+        # the control's floor, as `tokenlens.decision.curve` reads it; a draw of tasks
+        # without a control pair is refused, as the decision refuses such a class
+        measured = total > 0
+        share = np.where(measured, total, 1.0)
+        kept = num.sum(axis=1) / share  # capped control retention
+        influence = (num - kept[:, None] * den) / share[:, None]
+        se = np.sqrt(tasks / (tasks - 1) * np.sum(influence**2, axis=1))
+        floor, floor_low = 1.0 - kept, np.maximum(1.0 - kept - q_floor * se, 0.0)
+        ok &= measured & (tolerance - floor > _EPS) & (floor_low <= MAX_NOISE_FLOOR + _EPS)
+        if certain:
+            ok &= floor <= 1.0 - tolerance + _EPS
         held += int(ok.sum())
     return held / draws
 
