@@ -344,6 +344,7 @@ def _run(  # the run once opened: every stage, then the result
         run_calls=spent.calls,
         run_spent_usd=spent.usd,
         attempts=spent.attempts,
+        in_flight_calls=spent.in_flight,
         estimate=estimate,
         shards=shard_runs,
     )

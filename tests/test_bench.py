@@ -52,6 +52,11 @@ QUICK: dict[str, tuple[str, ...]] = {
     ),
     # --quick skips the local model's rows (minutes on 2 cores; tests/models loads it)
     "bench_models.py": (r"loopback latency_s=0\.0: \d+ calls", r"20% injected"),
+    "bench_plan_power.py": (
+        r"spread 97\.5 %\s+drawn\s+\?\s+\d+ tasks held\s+\d+\.\d%",
+        r"concentrated 99 %\s+formula .* certain\s+\d+\.\d%",
+        r"load average",
+    ),
     "bench_proxy.py": (
         r"ours\s+p50\s+\d+\.\d+ p99\s+\d+\.\d+ ms\s+over floor",
         r"over the floor, p50",

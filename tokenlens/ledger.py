@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Literal
 
 from tokenlens.errors import SpendLimitReached
-from tokenlens.ledger_records import CallRecord, LedgerError, canonical
-from tokenlens.ledger_store import CALLS_FILE, open_store
+from tokenlens.ledger_records import CallRecord, Intent, LedgerError, canonical
+from tokenlens.ledger_store import CALLS_FILE, IntentStore, open_store
 from tokenlens.models.base import Completion, CompletionRequest, ModelClient
 from tokenlens.models.retry import TruncatedOutputError
 from tokenlens.storage import Location, location
@@ -100,6 +100,8 @@ class Ledger:
         self.run = run
         self.compacts = compacts
         self._store = open_store(self.location)
+        self._intents = IntentStore(self.location)
+        self._open: set[str] = set()  # "<run>/<name>" of the intents this instance holds
         self._lock = threading.Lock()
         self._records: dict[str, CallRecord] = {}
         self.written = 0  # calls stored by this instance
@@ -158,7 +160,32 @@ class Ledger:
         with self._lock:
             return [record for record in self._records.values() if record.run == run]
 
+    def in_flight(self, run: str) -> int:
+        """Calls of `run` sent by another process and never answered nor failed: once
+        every other attempt and shard of the run has ended, those it was killed with
+        (this instance's own calls still under way are left out)."""
+        with self._lock:
+            mine = sum(1 for where in self._open if where.startswith(f"{run}/"))
+        return self._intents.left(run) - mine
+
     # -- writing -----------------------------------------------------------------
+
+    def intend(self, key: str, kind: str) -> Location | None:
+        """Store, before `key` is sent, that it is about to be paid for; None from a
+        ledger that pays for no run (no run's spend to report it in)."""
+        if not self.run:
+            return None
+        where = self._intents.open(Intent(key, kind, self.run, datetime.now(UTC).isoformat()))
+        with self._lock:
+            self._open.add(f"{self.run}/{where.name}")
+        return where
+
+    def settle(self, intent: Location | None) -> None:
+        """The call of `intent` ended in this process: answered and stored, or failed."""
+        if intent is not None:
+            self._intents.close(intent)
+            with self._lock:
+                self._open.discard(f"{self.run}/{intent.name}")
 
     def put(
         self,
@@ -369,17 +396,24 @@ class LedgerClient:
 
     def _call(self, key: str, request: CompletionRequest) -> Completion:
         self.spend.check()
+        # Stored before the call is sent and removed once it ended here, so a kill
+        # leaves behind exactly the calls it caught in flight (`Ledger.in_flight`).
+        intent = self.ledger.intend(key, self.kind)
         try:
             completion = self.inner.complete(request)
         except TruncatedOutputError as exc:
             # Cut off at max_tokens, but paid for: store it, so a rerun does not pay again.
             if not isinstance(exc.completion, Completion):
+                self.ledger.settle(intent)
                 raise
             completion = exc.completion
         except Exception:
             self.stats.bump("failed")
+            self.ledger.settle(intent)
             raise
-        return self._store(key, request, completion)
+        used = self._store(key, request, completion)
+        self.ledger.settle(intent)
+        return used
 
     def record(self, request: CompletionRequest, completion: Completion) -> None:
         """Store a completion obtained another way (e.g. from a message batch)."""

@@ -1,5 +1,6 @@
 """One call as the ledger stores it, and its two encodings: a JSON line or object per call,
-and rows of the compacted Parquet table (schema `tokenlens.tables.CALLS`).
+and rows of the compacted Parquet table (schema `tokenlens.tables.CALLS`); and the
+intent stored before a call is sent (`Intent`).
 
 Both storage layouts (`tokenlens.ledger_store`) read and write records only through this
 module, so a record decodes the same whichever layout it came from.
@@ -71,6 +72,22 @@ class CallRecord:
 
     def encode(self) -> bytes:
         return canonical(self.to_json()).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A paid call about to be sent, stored before it is (`tokenlens.ledger_store`'s
+    `IntentStore`). Its answer, once stored, makes it moot; one left behind after every
+    attempt of its run ended was in flight at a kill, which the upstream may have billed."""
+
+    key: str
+    kind: str
+    run: str
+    created: str
+
+    def encode(self) -> bytes:
+        raw = {"key": self.key, "kind": self.kind, "run": self.run, "created": self.created}
+        return canonical(raw).encode("utf-8")
 
 
 def decode_record(where: Location, raw: bytes) -> CallRecord:

@@ -19,6 +19,12 @@ append nor locks::
     duplicates/<key>-<id>.json     a call two workers paid for in the same window: the
                                    loser's answer, kept (it was paid) but never used
 
+Both layouts keep the calls sent and not yet answered (`IntentStore`)::
+
+    intents/<run>/<key>-<id>.json  created before a paid call is sent, removed once its
+                                   answer is stored or it failed; one left after the
+                                   run's attempts ended was in flight at a kill
+
 Object-store invariants, which make compaction safe with any number of concurrent
 writers and compactors (no lock anywhere):
 
@@ -53,6 +59,7 @@ from typing import Protocol
 
 from tokenlens.ledger_records import (
     CallRecord,
+    Intent,
     LedgerError,
     decode_record,
     read_table,
@@ -90,6 +97,35 @@ class RecordStore(Protocol):
 
 def open_store(root: Location) -> RecordStore:
     return JournalStore(root) if root.local else ObjectStore(root)
+
+
+class IntentStore:
+    """Calls sent and not answered yet: one small object per call, created (through
+    `Location.create`, durable on either layout) before the call is sent and removed
+    once it ended. A kill leaves its calls in flight here, so a later attempt of the run
+    can say exactly how many requests the upstream may have billed without the ledger
+    holding their answers, instead of bounding them by the concurrency."""
+
+    def __init__(self, root: Location):
+        self.root = root.child("intents")
+
+    def open(self, intent: Intent) -> Location:
+        where = self.root.child(intent.run, unique_name(f"{intent.key}-", ".json"))
+        try:
+            where.create(intent.encode())
+        except StorageError as exc:
+            raise LedgerError(f"{where.url}: cannot store a call's intent ({exc})") from exc
+        return where
+
+    def close(self, where: Location) -> None:
+        try:
+            where.remove()
+        except StorageError as exc:
+            raise LedgerError(f"{where.url}: cannot remove a call's intent ({exc})") from exc
+
+    def left(self, run: str) -> int:
+        """Intents of `run` still open: its calls in flight now, or at a kill."""
+        return len(self.root.child(run).files(".json"))
 
 
 # -- local disk --------------------------------------------------------------------

@@ -229,11 +229,31 @@ def skew_factor(gamma: float, q: float, n: int) -> float:
     skew (a few tasks hurt badly, most untouched: gamma < 0) widens the lower bound,
     which is where the plain t bound let harmful arms through (`bench_simulation.py`).
     """
+    return float(skew_factors(np.array([gamma], dtype=float), q, n)[0])
+
+
+def skew_factors(gamma: Array, q: float, n: int) -> Array:
+    """`skew_factor` for many skewnesses at once (the planner's resampled bounds)."""
     y = q / math.sqrt(n)
-    if abs(gamma) < 1e-9:
-        return 1.0
-    u = (float(np.cbrt(1.0 + gamma * (y - gamma / (6 * n)))) - 1.0) * 3.0 / gamma
-    return max(1.0, u / y)
+    flat = np.abs(gamma) < 1e-9
+    g = np.where(flat, 1.0, gamma)
+    u = (np.cbrt(1.0 + g * (y - g / (6 * n))) - 1.0) * 3.0 / g
+    return np.where(flat, 1.0, np.maximum(1.0, u / y))
+
+
+def lower_bounds(samples: Array, level: float) -> Array:
+    """The decision's one-sided lower bound at `level` on the mean of each row of
+    `samples` (rows of per-task retentions): what `ratio_estimate(row, ones,
+    method="skew_t")` gives as `low`, for many rows at once."""
+    n = samples.shape[1]
+    mean = samples.mean(axis=1)
+    d = samples - mean[:, None]
+    m2 = np.mean(d**2, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gamma = np.where(m2 > 0, np.mean(d**3, axis=1) / m2**1.5, 0.0)
+    se = np.sqrt(np.sum(d**2, axis=1) / ((n - 1) * n))
+    q = t_quantile(level, n - 1)
+    return mean - q * se * skew_factors(np.clip(gamma, -SKEW_CAP, SKEW_CAP), q, n)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.calibration.test_flow import read_artifact
+from tokenlens.calibration.artifacts import KEY_SPEND
 from tokenlens.calibration.cells import sample_seed
 from tokenlens.calibration.runs import list_runs
 from tokenlens.cli import main as cli_main
@@ -103,6 +105,9 @@ def test_sigkill_mid_run_then_resume_pays_each_call_once(
     before_rerun = ok_answers(anthropic)
     journals = list((Path(config.store) / "ledger").glob("journal-*.jsonl"))
     assert journals, "the killed run left its journal behind"
+    # Requests the upstream received from the victim whose answers it never stored.
+    in_flight = len(anthropic.calls()) - len(Ledger(Path(config.store) / "ledger"))
+    assert in_flight == CONCURRENCY
 
     [victim_run] = list_runs(config.store)
     assert victim_run.status == "running" and victim_run.fresh_sample  # no clean end
@@ -128,5 +133,10 @@ def test_sigkill_mid_run_then_resume_pays_each_call_once(
     else:
         assert ok_judge_calls(anthropic) == calls - len(unique_cells) > 0
     paid_now = calls - before_rerun
-    assert paid_now > 0 and f"({paid_now} new calls this run)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert paid_now > 0 and f"({paid_now} new calls this run)" in out
+    assert f"in flight at a kill: {in_flight} calls sent with no answer stored" in out
     assert not list((Path(config.store) / "ledger").glob("journal-*.jsonl"))  # compacted
+    # The resumed run's spend artifact states exactly those, not a bound.
+    spend = read_artifact(KEY_SPEND).data
+    assert f"In flight at a kill: {in_flight} calls sent with no answer stored" in spend

@@ -222,11 +222,12 @@ def _shown(value: Any) -> str:
 def run_spend(cal: Calibration) -> RunSpend:
     """What the run paid over every attempt and shard, from the ledger's view."""
     attempts = cal.run.attempts if cal.run is not None else 1
-    return RunSpend.of(cal.store.run_id, cal.calls.ledger.paid_by(cal.store.run_id), attempts)
+    ledger, run = cal.calls.ledger, cal.store.run_id
+    return RunSpend.of(run, ledger.paid_by(run), attempts, in_flight=ledger.in_flight(run))
 
 
 def publish_spend(cal: Calibration, estimate: str) -> None:
-    text = spend_text(cal.calls.spend, estimate, run_spend(cal), concurrency=cal.config.concurrency)
+    text = spend_text(cal.calls.spend, estimate, run_spend(cal))
     create_markdown_artifact(
         markdown="## Spend\n\n" + text.replace("\n", "\n\n"),
         key=KEY_SPEND,

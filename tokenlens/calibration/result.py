@@ -63,5 +63,7 @@ class CalibrationResult(BaseModel):
     run_calls: int  # calls the run paid over all its attempts and shards (ledger)
     run_spent_usd: float
     attempts: int  # 1, plus one per resume or retry of the run
+    #: Calls an attempt sent and was killed waiting for: never in the ledger, maybe billed.
+    in_flight_calls: int = 0
     estimate: str  # the spend estimate made before the first call
     shards: list[ShardRun] = []  # a sharded run's shards (empty: one process paid)

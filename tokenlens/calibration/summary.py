@@ -74,16 +74,21 @@ def spend_line(spend: SpendMeter) -> str:
 @dataclass(frozen=True)
 class RunSpend:
     """What a run paid over all its attempts and shards: the ledger's calls stamped with
-    its id (a crashed attempt's calls included; a call another run paid for excluded)."""
+    its id (a crashed attempt's calls included; a call another run paid for excluded),
+    and the calls sent but never answered nor failed (`Ledger.in_flight`): in flight
+    when an attempt was killed."""
 
     run_id: str
     calls: int
     usd: float
     unpriced: int
     attempts: int
+    in_flight: int = 0
 
     @classmethod
-    def of(cls, run_id: str, paid: Iterable[CallRecord], attempts: int) -> RunSpend:
+    def of(
+        cls, run_id: str, paid: Iterable[CallRecord], attempts: int, *, in_flight: int = 0
+    ) -> RunSpend:
         costs = [record.completion.cost_usd for record in paid]
         return cls(
             run_id=run_id,
@@ -91,6 +96,7 @@ class RunSpend:
             usd=sum(cost for cost in costs if cost is not None),
             unpriced=sum(1 for cost in costs if cost is None),
             attempts=attempts,
+            in_flight=in_flight,
         )
 
     def line(self) -> str:
@@ -99,19 +105,14 @@ class RunSpend:
         return f"{self.calls} paid calls, ${self.usd:.4f}{unpriced} over {tries}"
 
 
-def spend_text(
-    spend: SpendMeter,
-    estimate: str | None,
-    run: RunSpend | None = None,
-    *,
-    concurrency: int | None = None,
-) -> str:
+def spend_text(spend: SpendMeter, estimate: str | None, run: RunSpend | None = None) -> str:
     """The spend artifact's lines: the plan, the run's spend from the ledger (every
     attempt and shard), this attempt's, and the cap.
 
     A call is in the ledger once it returned; one in flight when its process was killed
-    never is, though the upstream may bill it. So a run of several attempts also says how
-    many such calls there can be: at most `concurrency` per earlier attempt."""
+    never is, though the upstream may bill it. Each call leaves an intent in the ledger's
+    store before it is sent, removed once it ended, so the run's leftover intents count
+    those calls exactly."""
     lines = []
     if estimate:
         lines.append(f"Planned before any call: {estimate}.")
@@ -121,13 +122,14 @@ def spend_text(
         lines.append(f"Spent: {run.line()}: every call of run {run.run_id} in the ledger.")
         if (run.calls, run.attempts) != (spend.new_calls, 1):
             lines.append(f"Of which this attempt: {spend.new_calls} new calls, ${spend.spent:.4f}.")
-        earlier = run.attempts - 1
-        if earlier > 0 and concurrency:
+        if run.in_flight:
             lines.append(
-                f"Not in the ledger: up to {earlier * concurrency} more calls, in flight "
-                f"when {plural(earlier, 'earlier attempt')} ended (killed or crashed; at "
-                f"most {concurrency} each): the upstream may have billed them."
+                f"In flight at a kill: {plural(run.in_flight, 'call')} sent with no answer "
+                "stored (an attempt was killed or crashed while waiting for them): the "
+                "upstream may have billed them; they are not counted above."
             )
+        elif run.attempts > 1:
+            lines.append("In flight at a kill: none (no earlier attempt ended mid-call).")
     if spend.max_spend is not None:
         lines.append(f"Max spend: ${spend.max_spend:.2f} (all attempts together).")
     return "\n".join(lines)

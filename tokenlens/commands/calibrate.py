@@ -15,6 +15,7 @@ from tokenlens.calibration.params import CalibrateParams
 from tokenlens.commands.model_options import add_model_options, given
 from tokenlens.config import CalibrationConfig
 from tokenlens.errors import TokenLensError
+from tokenlens.formatting import plural
 
 #: Run options with no command-line meaning: the CLI reports an unresolved class by its
 #: exit code (4) instead of failing the in-process flow run.
@@ -273,6 +274,11 @@ def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
         print(
             f"         run total: {result.run_calls} paid calls, ${result.run_spent_usd:.4f} "
             f"over {result.attempts} attempt(s)" + (" and its shards" if result.shards else "")
+        )
+    if result.in_flight_calls:
+        print(
+            f"         in flight at a kill: {plural(result.in_flight_calls, 'call')} sent with "
+            "no answer stored (the upstream may have billed them)"
         )
     policy = load_policy(location(result.policy_path))
     for line in outcome_lines(policy, result.exit_code):

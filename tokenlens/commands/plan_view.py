@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,9 +12,11 @@ from tokenlens.calibration.runs import MANIFEST, RunManifest, read_manifest
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
 from tokenlens.decision.evidence import tasks_for_measured
+from tokenlens.decision.plan_power import TaskSample, task_samples
 from tokenlens.decision.planner import (
     ASSUMED_JUDGE_SHARE,
     ArmPlan,
+    Cleared,
     best_option,
     decision_spread,
     judge_options,
@@ -25,6 +28,8 @@ from tokenlens.formatting import arm_label
 from tokenlens.policy import Policy
 from tokenlens.pricing import PRICES_AS_OF
 from tokenlens.tables import CurveRow, TaskRow
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PROMPT_TOKENS = 1000.0
 
@@ -40,6 +45,8 @@ class PlanInputs:
     #: judge calls per graded pair (2 when it judged both A/B orders).
     judge_model: str | None = None
     judge_calls_per_pair: int = 1
+    #: (class, arm) -> the per-task retentions the run's bound read (from its grades).
+    samples: dict[tuple[str, str], TaskSample] = field(default_factory=dict)
 
 
 def run_judge(policy: Policy | None, manifest: RunManifest | None) -> tuple[str | None, int]:
@@ -107,7 +114,25 @@ def load_inputs(
         {c: sum(v) / len(v) for c, v in tokens.items() if v},
         judge_model,
         per_pair,
+        _samples(run_dir, curve),
     )
+
+
+def _samples(run_dir: Any, curve: list[CurveRow]) -> dict[tuple[str, str], TaskSample]:
+    """The run's per-task retentions, read with the judge that decided; none when the
+    run kept no grades table (the plan then reads the curve alone)."""
+    from tokenlens.storage import read_parquet
+
+    judges = {r["judge"] for r in curve if r.get("judge")}
+    try:
+        grades = read_parquet(run_dir.child("grades.parquet")).to_pandas()
+    except FileNotFoundError:
+        return {}
+    try:
+        return task_samples(grades, judge=next(iter(judges)) if len(judges) == 1 else None)
+    except TokenLensError as exc:  # a table the decision could not read either
+        log.warning("%s: planning from the curve alone (%s)", run_dir.url, exc)
+        return {}
 
 
 def _num(value: Any) -> float | None:
@@ -152,6 +177,18 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
             between=_num(r.get("sd_between")),
             within=_num(r.get("sd_within")),
         )
+        low = _num(r.get("retention_low"))
+        cleared = None
+        if r.get("passes") and low is not None and int(r.get("n_tasks") or 0) > 0:
+            n_tasks = int(r.get("n_tasks") or 0)
+            reps = int(r.get("n_pairs") or 0) / n_tasks
+            cleared = Cleared(
+                n_tasks,
+                round(reps, 1),
+                low,
+                bool(r.get("certain")),
+                ignored=r.get("status") == "ignored",
+            )
         plans.append(
             plan_arm(
                 r["task_class"],
@@ -164,6 +201,8 @@ def build_plans(inputs: PlanInputs, *, model: str, judge_model: str | None) -> l
                 model=model,
                 judge_model=judge_model,
                 judge_calls_per_pair=inputs.judge_calls_per_pair,
+                sample=inputs.samples.get((r["task_class"], r["arm"])),
+                cleared=cleared,
             )
         )
     return plans

@@ -162,7 +162,7 @@ def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: f
     """Mean over tasks of each task's own retention (its compressed grades over its
     uncompressed readings), with a t bound over tasks. Every task counts once, so harm
     concentrated on hard, low-scoring tasks is not diluted by easy ones."""
-    ratios = _task_ratios(pairs, n)
+    ratios, _ = task_ratios(pairs, n)
     return ratio_estimate(
         ratios,
         np.ones_like(ratios),
@@ -172,11 +172,13 @@ def _pooled(pairs: ArmPairs, n: int, method: IntervalMethod, seed: int, alpha: f
     )
 
 
-def _task_ratios(pairs: ArmPairs, n: int) -> np.ndarray:
+def task_ratios(pairs: ArmPairs, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each task's retention as the bound reads it (capped at `TASK_RATIO_CAP`), and the
+    indices of the tasks they belong to (the planner resamples them with the control's)."""
     reference = pairs.per_task(pairs.reference, n)
     keep = (pairs.counts(n) > 0) & (reference > 0)
     ratios = pairs.per_task(pairs.comp, n)[keep] / reference[keep]
-    return np.asarray(np.minimum(ratios, TASK_RATIO_CAP), dtype=float)
+    return np.asarray(np.minimum(ratios, TASK_RATIO_CAP), dtype=float), np.flatnonzero(keep)
 
 
 def _worst(pairs: ArmPairs, n: int) -> float:

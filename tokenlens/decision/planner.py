@@ -1,12 +1,14 @@
 """The planner: how many tasks and repeats a class needs to certify an arm, and the bill.
 
-From a finished calibration it reads each arm's measured retention and the spread the
-decision's own bound implies (`decision_spread`: the curve's interval, not the raw
-per-cell ratios behind `sd_between` / `sd_within`, which one low cleartext grade blows
-up); with no calibration it states its assumptions instead. For each design (repeats
-1-3) it finds the fewest
-tasks whose one-sided 95 % test holds the arm with 80 % power, never fewer than the
-minimum-evidence rule asks (`tokenlens.decision.evidence`), and prices the calls.
+From a finished calibration it reads each arm's measured retention and the run's
+per-task retentions (`tokenlens.decision.plan_power`: calibrations of each size
+drawn from them and read by the decision's own rule), or, from a curve alone, the spread
+its bound implies (`decision_spread`: the curve's interval, not the raw per-cell ratios
+behind `sd_between` / `sd_within`, which one low cleartext grade blows up); with no
+calibration it states its assumptions instead. For each design (repeats 1-3) it finds
+the fewest tasks whose one-sided 95 % bound holds the arm with 80 % power, never fewer
+than the minimum-evidence rule asks (`tokenlens.decision.evidence`), and prices the
+calls. An arm the run already held is said to be so.
 
 An arm measured at or below the tolerance cannot be planned for: no design certifies
 what is not there, and the planner says so instead of printing a huge number.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from tokenlens.decision.curve import ALPHA
 from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisional
+from tokenlens.decision.plan_power import TaskSample, tasks_to_hold
 from tokenlens.pricing import cost_usd
 from tokenlens.stats import Spread, t_quantile, tasks_for_power
 
@@ -109,6 +112,17 @@ def price_design(
     return total
 
 
+@dataclass(frozen=True)
+class Cleared:
+    """Where the run the plan reads already stands on an arm its bound held."""
+
+    tasks: int
+    repeats: float
+    low: float  # the bound that held
+    certain: bool  # ✓ (else ?)
+    ignored: bool = False  # the walk stopped at an earlier arm's failure
+
+
 def plan_arm(
     task_class: str,
     arm: str,
@@ -122,19 +136,32 @@ def plan_arm(
     judge_model: str | None,
     repeats: Sequence[int] = (1, 2, 3),
     judge_calls_per_pair: int = 1,
+    sample: TaskSample | None = None,
+    cleared: Cleared | None = None,
 ) -> ArmPlan:
-    """Designs that certify `arm` with 80 % power, from measurements or assumptions."""
-    measured = retention is not None and spread is not None
+    """Designs that certify `arm` with 80 % power, from measurements or assumptions.
+
+    With the run's per-task `sample`, the sizes are read by drawing calibrations of that
+    size from it and applying the decision's own rule (`tokenlens.decision.plan_power`);
+    otherwise from the normal formula on `spread`."""
+    measured = retention is not None and (spread is not None or sample is not None)
     truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
-    sp = spread if spread is not None else ASSUMED_SPREAD
+    sp = sample.spread() if sample is not None else spread or ASSUMED_SPREAD
     need_p, need_m = tasks_for_provisional(tolerance), tasks_for_measured(tolerance)
     designs: list[Design] = []
     for r in repeats:
-        n = tasks_for_power(truth - tolerance, sp, r, alpha=ALPHA, power=POWER)
+        if sample is not None:
+            n = tasks_to_hold(sample, r, tolerance=tolerance, power=POWER, minimum=need_p)
+            n_m = tasks_to_hold(
+                sample, r, tolerance=tolerance, power=POWER, minimum=need_m, certain=True
+            )
+        else:
+            n = tasks_for_power(truth - tolerance, sp, r, alpha=ALPHA, power=POWER)
+            n = None if n is None else max(n, need_p)
+            n_m = None if n is None else max(n, need_m)
         if n is None:
             designs.append(Design(r, None, None, None, None, None))
             continue
-        n = max(n, need_p)
         answers, judges = calls_for(
             n,
             r,
@@ -152,7 +179,7 @@ def plan_arm(
             Design(
                 r,
                 n,
-                max(n, need_m),
+                n_m,
                 answers + judges,
                 price_design(n, r, n_arms, **kwargs),  # type: ignore[arg-type]
                 price_design(n, r, n_arms, batch=True, **kwargs),  # type: ignore[arg-type]
@@ -170,7 +197,29 @@ def plan_arm(
         )
     else:
         note = f"from the calibration: retention {100 * truth:.1f}%"
+    if cleared is not None:
+        note = f"{cleared_words(cleared, tolerance)}; {note}"
+    if measured and any(d.tasks is not None and d.tasks_measured is None for d in designs):
+        note += "; no size gives a ✓ with 80% power: the control's floor is too wide"
     return ArmPlan(task_class, arm, truth, sp, measured, tuple(designs), note)
+
+
+def cleared_words(cleared: Cleared, tolerance: float) -> str:
+    """What the run already shows for an arm its bound held: nothing more to buy for a
+    ✓, or how many more tasks a ✓ needs."""
+    held = (
+        f"already holds {'✓' if cleared.certain else '?'} on {cleared.tasks} tasks x "
+        f"{cleared.repeats:g} repeats (bound {100 * cleared.low:.1f}% >= "
+        f"{100 * tolerance:.1f}%)"
+    )
+    if cleared.ignored:
+        held += ", but the walk stopped at a gentler arm's failure before it"
+    if cleared.certain:
+        return f"{held}: no more tasks needed (the sizes are what a fresh calibration needs)"
+    more = tasks_for_measured(tolerance) - cleared.tasks
+    if more > 0:
+        return f"{held}: a ✓ needs {more} more tasks ({tasks_for_measured(tolerance)} in all)"
+    return f"{held}: a ✓ needs a control floor within {100 * (1 - tolerance):.1f}%"
 
 
 def detectable_retention(
