@@ -16,6 +16,7 @@ from tests.calibration.test_agent_calibration import agent_config, run
 from tokenlens.compress import compress_request
 from tokenlens.compress.arms import Arm
 from tokenlens.compress.toolout.rungs import ToolArm
+from tokenlens.config import DEFAULT_TOOL_RUNGS
 from tokenlens.decision.tool_kinds import is_tool_arm
 from tokenlens.policy import Policy, load_policy
 from tokenlens.proxy.apply import TOOL_FLOOR_ARM, tool_arms_for
@@ -45,11 +46,7 @@ def calibrated(
     )
     grades, _ = run(config)
     assert {r["arm"] for r in grades if is_tool_arm(r["arm"])} == {
-        "ext:tools-lossless",
-        "ext:tools-elide@0.9",
-        "ext:tools-elide@0.7",
-        "ext:tools-elide@0.5",
-        "ext:tools-elide@0.3",
+        f"ext:tools-{rung}" for rung in DEFAULT_TOOL_RUNGS
     }
     policy = load_policy(tmp_path / "reports" / "policy" / "latest.json")
     (table,) = (tmp_path / "store" / "runs").glob("*/tool_curve.parquet")
@@ -70,15 +67,22 @@ def test_the_calibration_publishes_per_kind_arms_walked_gentlest_first(
         statuses = [r["status"] for r in walked]
         # gentlest first: held rungs, then the first failure, then nothing more is held
         stop = next(i for i, s in enumerate(statuses) if s not in ("held",))
-        assert statuses[:stop] == ["held"] * stop and stop >= 1
+        assert statuses[:stop] == ["held"] * stop
         assert "held" not in statuses[stop + 1 :]
+        if stop == 0:  # the gentlest rung failed: the kind gets no arm (the proxy passes it)
+            assert entry.verdict == "none" and entry.tool_arm is None
+            assert entry.cause == "no_arm_held"
+            continue
         assert entry.verdict == "provisional" and entry.certified_at is not None
         assert entry.tool_arm == ToolArm.parse(walked[stop - 1]["arm"].removeprefix("ext:tools-"))
         assert entry.n_tasks >= 2
+    # vcs holds a lossy rung on the loopback model's answers (file reads may not: the
+    # model finds a line by its number, which lossless numbered reads mostly leave out)
+    assert policy.tool_output["vcs"].verdict == "provisional"
     # the class entries never carry a tool rung: it is applied per kind, beside them
     assert not any(is_tool_arm(e.method) for e in policy.entries())
     shown = [line for line in seed_lines(policy) if "tool output: " in line]
-    assert len(shown) == 2 and all(line.startswith("? tool output: ") for line in shown)
+    assert len(shown) == 2 and any(line.startswith("? tool output: vcs") for line in shown)
     (page,) = (root / "reports" / "runs").glob("*/calibration.md")
     assert "tool output: vcs" in page.read_text() and "tool output: file-read" in page.read_text()
 
@@ -94,7 +98,13 @@ def test_a_rung_that_loses_a_fact_is_refused_whatever_its_grades_and_the_walk_st
     assert bad["facts_lost"] >= 1 and bad["fabricated_lines"] == 0 and bad["unmarked_drops"] == 0
     assert bad["retention"] >= policy.tolerance  # its grades alone would have held it
     harsher = [r for r in rows.values() if r["reduction"] > bad["reduction"]]
-    assert harsher and all(r["status"] == "not_reached" for r in harsher)
+    assert all(r["status"] == "not_reached" for r in harsher)
+    # the kind's arm is the harshest rung gentler than the refused one, whatever its grades
+    gentler = max((r for r in rows.values() if r["status"] == "held"), key=lambda r: r["reduction"])
+    assert gentler["reduction"] < bad["reduction"]
+    assert policy.tool_output["vcs"].tool_arm == ToolArm.parse(
+        gentler["arm"].removeprefix("ext:tools-")
+    )
     assert "facts lost" in policy.tool_output["vcs"].reason
 
 

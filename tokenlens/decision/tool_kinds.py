@@ -9,9 +9,8 @@ arm: it gives each tool_result the arm of its *kind*, beside the class's text ar
 So each task is filed under the kind of the tool output its facts were read from, as the
 proxy's per-block classifier (`tokenlens.compress.toolout.kinds.tool_output_kind`) sees
 that block: a kind's entry rests on the outputs the proxy will give that entry's arm.
-On the agent set that is the class's own kind (``agent-search`` -> ``search``), except
-for the logs read with ``sed``, ``tail`` or ``zcat … | head``, which the classifier calls
-``file-read`` and which count there. A task whose facts sit in outputs of two kinds
+On the agent set that is the class's own kind (``agent-search`` -> ``search``; the logs
+read with ``sed``, ``tail`` or ``zcat … | head`` are ``log`` too). A task whose facts sit in outputs of two kinds
 counts for neither; one without located facts takes the kind of its tool outputs when
 they share one, else its class's name (``agent-<kind>``) when that is a kind.
 
