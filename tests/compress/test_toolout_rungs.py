@@ -109,3 +109,20 @@ def test_a_blocks_compression_does_not_depend_on_what_follows() -> None:
     assert block["content"] != turn["output"]
     assert second.body["messages"][2]["content"][0] == block
     assert first.tool_tokens_saved[0] > first.tool_tokens_saved[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "rung"), [("tools-lossless", "lossless"), ("tools-elide-0.7", "elide@0.7")]
+)
+def test_the_rungs_ship_as_named_external_arms(name: str, rung: str) -> None:
+    """`--methods ext:tools-elide-0.7` (the offline default scope's arms) is the rung itself,
+    on every kind, through the same `compress_request` seam as any arm."""
+    from tokenlens.compress.external import available
+    from tokenlens.compress.toolout.plugin import ToolArmCompressor
+    from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks
+
+    assert name in available()
+    body = load_tasks(AGENT_TASKS_PATH, classes=["agent-search"])[0].to_request(model="m")
+    by_name = compress_request(body, Arm.parse(f"ext:{name}")).body
+    assert by_name == ToolArmCompressor(ToolArm.parse(rung))(body)
+    assert by_name != body  # this search output shrinks under both

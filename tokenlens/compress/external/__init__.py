@@ -12,7 +12,8 @@ It is then the arm ``ext:mytrim`` everywhere an arm is named (``--arm``, ``--met
 the policy file), with the same ledger keys, fidelity check and decision rule as the
 built-in rungs. Two adapters ship with TokenLens: ``ext:headroom`` (headroom-ai's Python
 ``compress``) and ``ext:llmtrim`` (llmtrim's in-process binding); neither package is a
-dependency (see docs/external-compressors.md for what each needs offline).
+dependency (see docs/external-compressors.md for what each needs offline). The tool-output
+rungs ship as ``ext:tools-lossless`` and ``ext:tools-elide-0.9`` ... ``-0.3``.
 
 A plugin that cannot run here raises `tokenlens.errors.ArmUnavailable` with the reason.
 """
@@ -36,6 +37,13 @@ PREFIX = "ext:"
 BUILTIN: dict[str, str] = {
     "headroom": "tokenlens.compress.external.adapters:headroom",
     "llmtrim": "tokenlens.compress.external.adapters:llmtrim",
+    # The tool-output rungs (`tokenlens.compress.toolout.plugin.TOOL_PLUGINS`), measured on
+    # the agent set's answers like any arm (the offline default scope uses two of them).
+    "tools-lossless": "tokenlens.compress.toolout.plugin:tools_lossless",
+    **{
+        f"tools-elide-0.{n}": f"tokenlens.compress.toolout.plugin:tools_elide_0{n}"
+        for n in (9, 7, 5, 3)
+    },
 }
 
 Compressor = Callable[[dict[str, Any]], dict[str, Any]]
