@@ -20,6 +20,7 @@ warm when it is). The load average is printed beside the timings.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -268,26 +269,13 @@ def cpu_s() -> float:
 
 
 def judge_agreement(client: Any, tasks: list[Any], clear: list[str], arm: str = "prune@0.6") -> str:
-    """The model as the blind LLM judge (both orders, reasoning first, its reply held to
-    the judge's JSON schema by llama.cpp's grammar) beside the no-key grader (the fact
-    grader on tasks with facts, else the reference metric), on pairs (the cleartext answer,
-    the answer to the prompt compressed by `arm`).
-
-    Agreement: the share of pairs where both graders prefer the same answer (a tie is a
-    difference under 10 points), the share of answers both call right or both wrong (the
-    judge's grade >= 50 against every fact stated / a metric grade >= 50), and the
-    Spearman correlation of their grades."""
+    """The model as the blind LLM judge beside the no-key grader (`agreement`), on pairs
+    (the cleartext answer, the answer to the prompt compressed by `arm`)."""
     from tokenlens.compress import compress_request
     from tokenlens.compress.arms import Arm
-    from tokenlens.errors import JudgeError, ModelCallError
-    from tokenlens.fact_judge import FactJudge
-    from tokenlens.judge import LLMJudge, MetricJudge, render_request_text
     from tokenlens.models.chat import brief_answer
-    from tokenlens.stats import spearman
 
-    llm = LLMJudge(client, client.model)
-    same, verdicts, failures, llm_grades, base_grades = 0, 0, 0, [], []
-    started, cpu = time.perf_counter(), cpu_s()
+    kept, firsts, seconds = [], [], []
     for task, first in zip(tasks, clear, strict=True):
         body = task.to_request(model=client.model, max_tokens=192)
         compressed = compress_request(body, Arm.parse(arm))
@@ -295,12 +283,41 @@ def judge_agreement(client: Any, tasks: list[Any], clear: list[str], arm: str = 
             brief_answer(compressed.body), max_tokens=192, temperature=0.0, seed=0
         )
         try:
-            second = client.complete(req).text
+            seconds.append(client.complete(req).text)
         except TruncatedOutputError:
             continue
+        kept.append(task)
+        firsts.append(first)
+    return agreement(client, kept, firsts, seconds, copies=1)
+
+
+def agreement(
+    client: Any, tasks: list[Any], firsts: list[str], seconds: list[str], copies: int = 1
+) -> str:
+    """The model as the blind LLM judge (both orders, reasoning first, its reply held to
+    the judge's JSON schema by llama.cpp's grammar) beside the no-key grader (the fact
+    grader on tasks with facts, else the reference metric), on pairs of answers to one
+    task (the judge is told one is "A", the other "B", never where either came from).
+
+    Agreement: the share of pairs where both graders prefer the same answer (a tie is a
+    difference under 10 points), the share of answers both call right or both wrong (the
+    judge's grade >= 50 against every fact stated / a metric grade >= 50), and the
+    Spearman correlation of their grades. `copies` pairs are judged at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenlens.errors import JudgeError, ModelCallError
+    from tokenlens.fact_judge import FactJudge
+    from tokenlens.judge import LLMJudge, MetricJudge, render_request_text
+    from tokenlens.stats import spearman
+
+    llm = LLMJudge(client, client.model)
+    started, cpu = time.perf_counter(), cpu_s()
+
+    def judge(item: tuple[Any, str, str]) -> tuple[Any, Any, Any] | None:
+        task, first, second = item
         kwargs = {
             "case_key": task.id,
-            "original_request_text": render_request_text(body),
+            "original_request_text": render_request_text(task.to_request(model="m")),
             "reference": task.reference,
             "answer_clear": first,
             "answer_comp": second,
@@ -309,16 +326,33 @@ def judge_agreement(client: Any, tasks: list[Any], clear: list[str], arm: str = 
         try:
             by_llm = llm.grade_pair(**kwargs)  # type: ignore[arg-type]
         except (JudgeError, ModelCallError) as exc:  # a parse failure is a figure here
-            failures += 1
             print(f"  judge failed on {task.id}: {exc}", flush=True)
-            continue
+            return None
         base = FactJudge(task.facts) if task.facts else MetricJudge()
         by_base = base.grade_pair(**kwargs)  # type: ignore[arg-type]
+        print(
+            f"  {task.id}: judge {by_llm.grade_clear:.0f}/{by_llm.grade_comp:.0f}, "
+            f"{base.name} {by_base.grade_clear:.0f}/{by_base.grade_comp:.0f}"
+            f"{'' if first == second else ' (answers differ)'}",
+            flush=True,
+        )
+        return task, by_llm, by_base
+
+    with ThreadPoolExecutor(copies) as pool:
+        graded = list(pool.map(judge, zip(tasks, firsts, seconds, strict=True)))
+
+    def side(a: float, b: float) -> int:
+        return 0 if abs(a - b) < 10 else (1 if a > b else -1)
+
+    same = verdicts = failures = 0
+    llm_grades: list[float] = []
+    base_grades: list[float] = []
+    for item in graded:
+        if item is None:
+            failures += 1
+            continue
+        task, by_llm, by_base = item
         right_at = 100.0 if task.facts else RIGHT_GRADE
-
-        def side(a: float, b: float) -> int:
-            return 0 if abs(a - b) < 10 else (1 if a > b else -1)
-
         same += side(by_llm.grade_clear, by_llm.grade_comp) == side(
             by_base.grade_clear, by_base.grade_comp
         )
@@ -327,12 +361,6 @@ def judge_agreement(client: Any, tasks: list[Any], clear: list[str], arm: str = 
         )
         llm_grades += [by_llm.grade_clear, by_llm.grade_comp]
         base_grades += [by_base.grade_clear, by_base.grade_comp]
-        print(
-            f"  {task.id}: judge {by_llm.grade_clear:.0f}/{by_llm.grade_comp:.0f}, "
-            f"{base.name} {by_base.grade_clear:.0f}/{by_base.grade_comp:.0f}"
-            f"{'' if first == second else ' (answers differ)'}",
-            flush=True,
-        )
     pairs = len(llm_grades) // 2
     rho = spearman(llm_grades, base_grades) if pairs > 1 else float("nan")
     return (
@@ -416,13 +444,19 @@ def compare_agent(
     kinds: list[str] | None = None,
     judge_pairs: int = 0,
     judge_arm: str = "prune@0.6",
+    answers_file: str | None = None,
 ) -> None:
     """Each installed model on the `per_kind` shortest tasks of each kind of the agent set
     (tool output a coder model reads; graded by their facts, no model in the grader),
     asked as the offline run asks: per kind, the tasks whose every fact the answer states,
     the mean fact grade, the answers that ran past `max_tokens`, and CPU seconds per
-    answer. Every answer is printed for reading by hand. With `judge_pairs`, each model
-    then judges that many pairs (`judge_agreement`) beside the fact grader."""
+    answer. Every answer is printed for reading by hand.
+
+    With `judge_pairs` and two models, the first judges that many pairs (its answer, the
+    second model's answer to the same prompt: pairs that differ where one model is wrong)
+    beside the fact grader (`agreement`); with one model, pairs of its cleartext answer
+    and its answer to the prompt compressed by `judge_arm`. `answers_file` keeps every
+    answer (JSON): when it exists, answers are read from it instead of generated."""
     from tokenlens.models.local import LocalClient
     from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks, select_tasks
 
@@ -435,11 +469,19 @@ def compare_agent(
         f"greedy, {max_tokens}-token cap; right = every fact stated",
         flush=True,
     )
+    saved: dict[str, dict[str, str]] = {}
+    if answers_file and Path(answers_file).is_file():
+        saved = json.loads(Path(answers_file).read_text(encoding="utf-8"))
+    clients: dict[str, Any] = {}
     for name in names:
         started = time.perf_counter()
-        client = LocalClient(name, copies=copies)
+        client = clients[name] = LocalClient(name, copies=copies)
         client.pool()
         print(f"{name}: loaded in {time.perf_counter() - started:.1f} s", flush=True)
+        if name in saved:
+            print(f"{name}: answers read from {answers_file}", flush=True)
+            continue
+        saved[name] = {}
         rows, answered = [], []
         for kind in kinds:
             chosen = [task for task in tasks if task.task_class == kind]
@@ -458,6 +500,7 @@ def compare_agent(
                 flush=True,
             )
             answered += [(t, r[3]) for t, r in zip(chosen, results, strict=True) if r[2]]
+            saved[name].update((t.id, r[3]) for t, r in zip(chosen, results, strict=True) if r[2])
             for task, (_, grade, ended, text) in zip(chosen, results, strict=True):
                 shown = text.replace("\n", " ")[:200] if ended else "(cut off)"
                 facts = "; ".join(fact.value for fact in task.facts)
@@ -468,13 +511,28 @@ def compare_agent(
         for kind, right, n, mean, cut, per_answer, _, load in rows:
             print(f"| {kind} | {right} / {n} | {mean:.0f} | {cut} | {per_answer:.1f} | "
                   f"{load:.1f} |")  # fmt: skip
-        if judge_pairs:
+        if answers_file:
+            Path(answers_file).write_text(json.dumps(saved, indent=1), encoding="utf-8")
+        if judge_pairs and len(names) == 1:
             pairs = answered[:judge_pairs]
             print(f"{name} as the LLM judge, {len(pairs)} pairs (arm {judge_arm}):", flush=True)
             verdict = judge_agreement(
                 client, [t for t, _ in pairs], [a for _, a in pairs], judge_arm
             )
             print(f"{name} judge vs the fact grader: {verdict}", flush=True)
+    if judge_pairs and len(names) > 1:
+        first, second = names[0], names[1]
+        both = [t for t in tasks if t.id in saved[first] and t.id in saved[second]]
+        both = both[:judge_pairs]
+        print(f"{first} as the LLM judge of {len(both)} pairs ({first}'s answer, {second}'s)")
+        verdict = agreement(
+            clients[first],
+            both,
+            [saved[first][t.id] for t in both],
+            [saved[second][t.id] for t in both],
+            copies,
+        )
+        print(f"{first} judge vs the fact grader: {verdict}", flush=True)
 
 
 def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
@@ -535,6 +593,7 @@ def main() -> None:
         "--agent", default=None, help="installed models on the agent set, comma-separated"
     )
     parser.add_argument("--per-kind", type=int, default=4, help="tasks per kind for --agent")
+    parser.add_argument("--answers", default=None, help="--agent: answers kept in this JSON")
     parser.add_argument("--judge-arm", default="prune@0.6", help="compressed side of a pair")
     parser.add_argument("--max-tokens", type=int, default=192, help="answer cap for --agent")
     parser.add_argument("--formats", default=None, help="weight formats, e.g. f16,q8_0")
@@ -553,6 +612,7 @@ def main() -> None:
             args.classes.split(",") if args.classes != ",".join(CANDIDATE_CLASSES) else None,
             args.judge_pairs,
             args.judge_arm,
+            args.answers,
         )
         return
     if args.formats:
