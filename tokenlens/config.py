@@ -179,7 +179,7 @@ OFFLINE_TASKS = AGENT_TASKS_PATH
 #: The class: JSON outputs (API shapes: required members, HTTP methods and URIs), which
 #: the default model answered right most often. Used when the task file has it; else
 #: every class.
-OFFLINE_CLASS = "agent-json"
+OFFLINE_CLASS = "agent-file-read"
 #: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
 #: cleartext answer states none of its facts (or is cut off at max_tokens) drops out of
 #: that arm's count.
