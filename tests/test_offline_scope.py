@@ -13,15 +13,11 @@ from tokenlens.cli import build_parser
 from tokenlens.commands.calibrate import config_from_args, explicit_options
 from tokenlens.config import (
     OFFLINE_CLASS,
-    OFFLINE_METHODS,
     OFFLINE_SPARE_TASKS,
-    OFFLINE_TOLERANCE,
-    OFFLINE_TOOL_METHODS,
     CalibrationConfig,
     offline_scope,
 )
 from tokenlens.decision.evidence import tasks_for_provisional
-from tokenlens.tasks import AGENT_TASKS_PATH, DEFAULT_TASKS_PATH
 
 
 @pytest.fixture(autouse=True)
@@ -67,29 +63,12 @@ def test_the_default_scope_is_one_class_its_shortest_tasks_greedy_two_arms(
     shortest = range(50 - need - OFFLINE_SPARE_TASKS, 50)
     assert {t.id for t in picked} == {f"{OFFLINE_CLASS}-{i}" for i in shortest}
     assert (config.repeats, config.temperature) == (1, 0.0)
-    assert config.tolerance == OFFLINE_TOLERANCE and need < tasks_for_provisional(0.95)
-    assert config.methods == OFFLINE_TOOL_METHODS  # an agent class: the tool-output rungs
+    assert (config.methods, config.rates) == (("safe", "prune"), (0.6,))
     assert config.design == "fixed"  # a failing arm is reported by its interval
     shortest = f"{need + OFFLINE_SPARE_TASKS} shortest"
     for words in (f"class {OFFLINE_CLASS}", "--classes all", shortest, "--repeats 3", "greedy",
-                  "--judge both", "--tolerance 0.95"):  # fmt: skip
+                  "--judge both"):  # fmt: skip
         assert words in banner
-    assert "the agent set" not in banner  # the user's own task file is kept
-
-
-def test_with_no_task_file_the_scope_is_the_agent_sets_class_on_tool_arms() -> None:
-    config, banner = scope_of()
-    assert config.tasks == AGENT_TASKS_PATH and config.classes == (OFFLINE_CLASS,)
-    assert config.methods == OFFLINE_TOOL_METHODS and "--tasks tasks_data/starter" in banner
-    picked = config.selected_tasks()
-    assert len(picked) == tasks_for_provisional(OFFLINE_TOLERANCE) + OFFLINE_SPARE_TASKS
-    assert all(task.facts for task in picked)  # graded by the fact grader
-    starter, _ = scope_of("--classes", "extraction")  # a class named: the starter set
-    assert starter.tasks == DEFAULT_TASKS_PATH
-    assert (starter.methods, starter.rates) == (OFFLINE_METHODS, (0.6,))  # text arms
-    kept, _ = scope_of("--tolerance", "0.95")
-    need = tasks_for_provisional(0.95)
-    assert kept.tolerance == 0.95 and kept.max_tasks_per_class == need + OFFLINE_SPARE_TASKS
 
 
 def test_options_the_user_passed_are_kept(tmp_path: Path) -> None:

@@ -14,14 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokenlens.tasks import (
-    AGENT_CLASSES,
-    AGENT_TASKS_PATH,
-    DEFAULT_TASKS_PATH,
-    CalibrationTask,
-    load_tasks,
-    select_tasks,
-)
+from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, select_tasks
 
 #: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
@@ -169,35 +162,22 @@ class CalibrationConfig(BaseModel):
 # choice is measured on the default model (`bench/bench_models.py --compare`, figures in
 # docs/benchmarks.md).
 
-#: The task set of a run that names none: the agent set (`AGENT_TASKS_PATH`), tool output
-#: the default coder model reads and answers with exact facts, graded by the fact grader
-#: (no model in the grader, no noise of its own). Measured (`bench/bench_models.py
-#: --agent`, docs/benchmarks.md), the starter set's extraction class cost the same CPU per
-#: answer and was right on 16 of 24 tasks read by hand, the reference metric grading it
-#: leniently.
-OFFLINE_TASKS = AGENT_TASKS_PATH
-#: The class: JSON outputs (API shapes: required members, HTTP methods and URIs), which
-#: the default model answered right most often. Used when the task file has it; else
-#: every class.
-OFFLINE_CLASS = "agent-file-read"
+#: The class: short factual answers (names, ids, amounts, dates) that the default model
+#: gets right most of the time and the reference metric can grade. Measured, the
+#: instruction-following class cost half the CPU but its answers (CSV, tables, redaction)
+#: were wrong on most tasks read by hand while the metric graded them >= 50. Used when the
+#: task file has it; else every class.
+OFFLINE_CLASS = "extraction"
 #: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
-#: cleartext answer states none of its facts (or is cut off at max_tokens) drops out of
-#: that arm's count.
+#: cleartext or compressed answer is cut off at max_tokens, or whose cleartext answer
+#: grades 0, drops out of that arm's count. The default model's short factual answers end
+#: by themselves, so a few spare tasks suffice.
 OFFLINE_SPARE_TASKS = 4
 OFFLINE_REPEATS = 1
-#: The arm on an agent class: a tool-output rung (the text rungs leave tool output alone),
-#: the one the tool-output walk keeps for JSON (docs/benchmarks.md, tool-policy); one arm,
-#: since each arm adds an answer per task. On any other class, the gentlest text rung and
-#: a lossy one; the walk stops at the first that fails.
-OFFLINE_TOOL_METHODS: tuple[str, ...] = ("ext:tools-elide-0.7",)
+#: The gentlest rung and a lossy one: the walk stops at the first that fails.
 OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
 OFFLINE_RATES: tuple[float, ...] = (0.6,)
-#: The tolerance: at 90 % a provisional verdict needs 10 tasks with graded pairs
-#: (`tasks_for_provisional`), at 95 % 20, which on 2 cores is past the few minutes the
-#: offline run is meant to take.
-OFFLINE_TOLERANCE = 0.9
-#: Facts are short: the default model's answers to the agent set took 15-40 tokens.
-OFFLINE_MAX_TOKENS = 96
+OFFLINE_MAX_TOKENS = 192
 #: Greedy decoding. Sampled at temperature 1 (or even 0.3) a small model's two cleartext
 #: answers to one prompt grade far apart (SmolLM2: control losses of 30-80 % measured),
 #: which refuses the class as unmeasurable; greedy, the two are the same text and the
@@ -237,50 +217,29 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
     default = CalibrationConfig.model_validate({})
     updates: dict[str, object] = {}
     notes: list[str] = []
-    tasks = config.tasks
-    if "tasks" not in given and config.classes is None and "classes" not in set(explicit):
-        tasks = updates["tasks"] = OFFLINE_TASKS
-        notes.append("the agent set (widen: --tasks tasks_data/starter)")
-    classes = config.classes
-    if (
-        config.classes is None
-        and "classes" not in set(explicit)
-        and OFFLINE_CLASS in {task.task_class for task in load_tasks(tasks)}
-    ):
-        classes = updates["classes"] = (OFFLINE_CLASS,)
-        notes.append(f"class {OFFLINE_CLASS} (widen: --classes all, or a list)")
-    tolerance = config.tolerance
-    if "tolerance" not in given:
-        tolerance = updates["tolerance"] = OFFLINE_TOLERANCE
-        notes.append(
-            f"tolerance {OFFLINE_TOLERANCE:.0%}, so {tasks_for_provisional(OFFLINE_TOLERANCE)} "
-            f"tasks decide (--tolerance 0.95 needs {tasks_for_provisional(0.95)})"
-        )
+    if config.classes is None and "classes" not in set(explicit):
+        present = {task.task_class for task in load_tasks(config.tasks)}
+        if OFFLINE_CLASS in present:
+            updates["classes"] = (OFFLINE_CLASS,)
+            notes.append(f"class {OFFLINE_CLASS} (widen: --classes all, or a list)")
     if config.max_tasks_per_class is None:
-        count = tasks_for_provisional(tolerance) + OFFLINE_SPARE_TASKS
+        count = tasks_for_provisional(config.tolerance) + OFFLINE_SPARE_TASKS
         updates["max_tasks_per_class"] = count
         updates["shortest_tasks_first"] = True
         notes.append(
             f"its {count} shortest tasks (a verdict needs "
-            f"{tasks_for_provisional(tolerance)} with graded pairs; widen: "
+            f"{tasks_for_provisional(config.tolerance)} with graded pairs; widen: "
             "--max-tasks-per-class N)"
         )
     if "repeats" not in given:
         updates["repeats"] = OFFLINE_REPEATS
         notes.append(f"{OFFLINE_REPEATS} repeat (widen: --repeats 3)")
     if config.methods == default.methods and config.rates == default.rates:
-        if classes and set(classes) <= set(AGENT_CLASSES):
-            updates["methods"] = OFFLINE_TOOL_METHODS
-            ladder = " then ".join(OFFLINE_TOOL_METHODS)
-            widen = "--methods ext:tools-lossless,ext:tools-elide-0.7,ext:tools-elide-0.5"
-        else:
-            updates["methods"], updates["rates"] = OFFLINE_METHODS, OFFLINE_RATES
-            ladder = " then ".join(
-                f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m
-                for m in OFFLINE_METHODS
-            )
-            widen = "--methods safe,minify,prune --rates 0.8,0.6"
-        notes.append(f"arms {ladder} (widen: {widen})")
+        updates["methods"], updates["rates"] = OFFLINE_METHODS, OFFLINE_RATES
+        ladder = " then ".join(
+            f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m for m in OFFLINE_METHODS
+        )
+        notes.append(f"arms {ladder} (widen: --methods safe,minify,prune --rates 0.8,0.6)")
     if "max_tokens" not in given:
         updates["max_tokens"] = OFFLINE_MAX_TOKENS
         notes.append(f"answers up to {OFFLINE_MAX_TOKENS} tokens (--max-tokens N)")
@@ -293,10 +252,7 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
             "greedy answers, so the control's noise floor reads 0 (sample: --temperature 1)"
         )
     if "judge" not in given:  # kept: an LLM judgement costs several answers' time offline
-        notes.append(
-            "graded by the fact grader, or the reference metric where a task has no facts "
-            "(the model as blind judge too: --judge both)"
-        )
+        notes.append("graded by the reference metric (the model as blind judge too: --judge both)")
     if not updates:
         return OfflineScope(config)
     return OfflineScope(config.model_copy(update=updates), tuple(notes))

@@ -63,12 +63,11 @@ def test_the_articles_lines_mean_todays_options() -> None:
 
 def test_the_free_line_runs_as_printed(offline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Offline, the dry run sizes the run that would happen: the offline default scope
-    (one class of the agent set; the banner says so and how to widen it), or every class
-    of the starter set when asked."""
+    (one class; the banner says so and how to widen it), or every class when asked."""
     assert main(argv(LINE_DRY)) == 0
     captured = capsys.readouterr()
-    assert "agent-json" in captured.out and "extraction" not in captured.out
-    assert "ext:tools-elide-0.7" in captured.out and "cleartext" in captured.out
+    assert "extraction" in captured.out and "numeric-reasoning" not in captured.out
+    assert "prune r=0.6" in captured.out and "cleartext" in captured.out
     assert "Offline default scope" in captured.err and "--classes all" in captured.err
     assert main([*argv(LINE_DRY), "--classes", "all"]) == 0
     out = capsys.readouterr().out

@@ -38,7 +38,7 @@ BUILTIN: dict[str, str] = {
     "headroom": "tokenlens.compress.external.adapters:headroom",
     "llmtrim": "tokenlens.compress.external.adapters:llmtrim",
     # The tool-output rungs (`tokenlens.compress.toolout.plugin.TOOL_PLUGINS`), measured on
-    # the agent set's answers like any arm (the offline default scope uses two of them).
+    # the agent set's answers like any arm (`--methods ext:tools-elide-0.7`).
     "tools-lossless": "tokenlens.compress.toolout.plugin:tools_lossless",
     **{
         f"tools-elide-0.{n}": f"tokenlens.compress.toolout.plugin:tools_elide_0{n}"

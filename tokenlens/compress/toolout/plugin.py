@@ -16,7 +16,7 @@ from tokenlens.compress.toolout.rungs import ToolArm
 
 #: The rungs shipped as named external arms (``ext:tools-lossless``, ``ext:tools-elide-0.7``;
 #: `tokenlens.compress.external.BUILTIN`), so a calibration measures them on answers to the
-#: agent set: `text`, `minify`, `prune` and the other text rungs leave tool output alone.
+#: agent set: `safe`, `minify`, `prune` and the other text rungs leave tool output alone.
 TOOL_PLUGINS: dict[str, str] = {
     "tools-lossless": "lossless",
     **{f"tools-elide-{rate}": f"elide@{rate}" for rate in ("0.9", "0.7", "0.5", "0.3")},
