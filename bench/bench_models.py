@@ -20,6 +20,7 @@ warm when it is). The load average is printed beside the timings.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -225,23 +226,33 @@ CANDIDATE_CLASSES = ("extraction", "instruction-following", "numeric-reasoning",
 RIGHT_GRADE = 50.0
 
 
-def answer_tasks(client: Any, tasks: list[Any], copies: int) -> tuple[list[Any], float]:
+def task_grade(task: Any, text: str) -> float:
+    """The grade the offline run's no-key grader gives one answer: the share of the task's
+    facts it states when the task has facts (the agent set), else the reference metric."""
+    from tokenlens.fact_judge import fact_grade
+    from tokenlens.metric import score
+
+    return fact_grade(task.facts, text)[0] if task.facts else score(text, task.reference)
+
+
+def answer_tasks(
+    client: Any, tasks: list[Any], copies: int, max_tokens: int = 192
+) -> tuple[list[Any], float]:
     """Each task answered the way the offline run asks (brief, greedy, 192-token cap):
-    (class, reference-metric grade, ended by itself, text) per task, and the wall time."""
+    (class, grade (`task_grade`), ended by itself, text) per task, and the wall time."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tokenlens.calibration.cells import sample_seed
-    from tokenlens.metric import score
     from tokenlens.models.chat import brief_answer
 
     def answer(task: Any) -> tuple[str, float, bool, str]:
-        body = brief_answer(task.to_request(model=client.model, max_tokens=192))
+        body = brief_answer(task.to_request(model=client.model, max_tokens=max_tokens))
         req = CompletionRequest.from_body(
-            body, max_tokens=192, temperature=0.0, seed=sample_seed(0, 0, 0)
+            body, max_tokens=max_tokens, temperature=0.0, seed=sample_seed(0, 0, 0)
         )
         try:
             text = client.complete(req).text
-            return task.task_class, score(text, task.reference), True, text
+            return task.task_class, task_grade(task, text), True, text
         except TruncatedOutputError:
             return task.task_class, 0.0, False, ""
 
@@ -257,36 +268,56 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def judge_agreement(client: Any, tasks: list[Any], clear: list[str]) -> str:
-    """The model as the blind LLM judge (both orders, reasoning first, its reply held to
-    the judge's JSON schema by llama.cpp's grammar) beside the reference metric, on pairs
-    (the cleartext answer, the answer to the prompt pruned to 60 %).
-
-    Agreement: the share of pairs where both graders prefer the same answer (a tie is a
-    difference under 10 points), and the Spearman correlation of their grades."""
+def judge_agreement(client: Any, tasks: list[Any], clear: list[str], arm: str = "prune@0.6") -> str:
+    """The model as the blind LLM judge beside the no-key grader (`agreement`), on pairs
+    (the cleartext answer, the answer to the prompt compressed by `arm`)."""
     from tokenlens.compress import compress_request
     from tokenlens.compress.arms import Arm
-    from tokenlens.errors import JudgeError, ModelCallError
-    from tokenlens.judge import LLMJudge, MetricJudge, render_request_text
     from tokenlens.models.chat import brief_answer
-    from tokenlens.stats import spearman
 
-    llm, metric = LLMJudge(client, client.model), MetricJudge()
-    same, failures, llm_grades, metric_grades = 0, 0, [], []
-    started, cpu = time.perf_counter(), cpu_s()
+    kept, firsts, seconds = [], [], []
     for task, first in zip(tasks, clear, strict=True):
         body = task.to_request(model=client.model, max_tokens=192)
-        pruned = compress_request(body, Arm.parse("prune@0.6"))
+        compressed = compress_request(body, Arm.parse(arm))
         req = CompletionRequest.from_body(
-            brief_answer(pruned.body), max_tokens=192, temperature=0.0, seed=0
+            brief_answer(compressed.body), max_tokens=192, temperature=0.0, seed=0
         )
         try:
-            second = client.complete(req).text
+            seconds.append(client.complete(req).text)
         except TruncatedOutputError:
             continue
+        kept.append(task)
+        firsts.append(first)
+    return agreement(client, kept, firsts, seconds, copies=1)
+
+
+def agreement(
+    client: Any, tasks: list[Any], firsts: list[str], seconds: list[str], copies: int = 1
+) -> str:
+    """The model as the blind LLM judge (both orders, reasoning first, its reply held to
+    the judge's JSON schema by llama.cpp's grammar) beside the no-key grader (the fact
+    grader on tasks with facts, else the reference metric), on pairs of answers to one
+    task (the judge is told one is "A", the other "B", never where either came from).
+
+    Agreement: the share of pairs where both graders prefer the same answer (a tie is a
+    difference under 10 points), the share of answers both call right or both wrong (the
+    judge's grade >= 50 against every fact stated / a metric grade >= 50), and the
+    Spearman correlation of their grades. `copies` pairs are judged at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenlens.errors import JudgeError, ModelCallError
+    from tokenlens.fact_judge import FactJudge
+    from tokenlens.judge import LLMJudge, MetricJudge, render_request_text
+    from tokenlens.stats import spearman
+
+    llm = LLMJudge(client, client.model)
+    started, cpu = time.perf_counter(), cpu_s()
+
+    def judge(item: tuple[Any, str, str]) -> tuple[Any, Any, Any] | None:
+        task, first, second = item
         kwargs = {
             "case_key": task.id,
-            "original_request_text": render_request_text(body),
+            "original_request_text": render_request_text(task.to_request(model="m")),
             "reference": task.reference,
             "answer_clear": first,
             "answer_comp": second,
@@ -295,29 +326,47 @@ def judge_agreement(client: Any, tasks: list[Any], clear: list[str]) -> str:
         try:
             by_llm = llm.grade_pair(**kwargs)  # type: ignore[arg-type]
         except (JudgeError, ModelCallError) as exc:  # a parse failure is a figure here
-            failures += 1
             print(f"  judge failed on {task.id}: {exc}", flush=True)
-            continue
-        by_metric = metric.grade_pair(**kwargs)  # type: ignore[arg-type]
-
-        def side(a: float, b: float) -> int:
-            return 0 if abs(a - b) < 10 else (1 if a > b else -1)
-
-        same += side(by_llm.grade_clear, by_llm.grade_comp) == side(
-            by_metric.grade_clear, by_metric.grade_comp
-        )
-        llm_grades += [by_llm.grade_clear, by_llm.grade_comp]
-        metric_grades += [by_metric.grade_clear, by_metric.grade_comp]
+            return None
+        base = FactJudge(task.facts) if task.facts else MetricJudge()
+        by_base = base.grade_pair(**kwargs)  # type: ignore[arg-type]
         print(
-            f"  {task.id}: judge {by_llm.grade_clear:.0f}/{by_llm.grade_comp:.0f}, metric "
-            f"{by_metric.grade_clear:.0f}/{by_metric.grade_comp:.0f}",
+            f"  {task.id}: judge {by_llm.grade_clear:.0f}/{by_llm.grade_comp:.0f}, "
+            f"{base.name} {by_base.grade_clear:.0f}/{by_base.grade_comp:.0f}"
+            f"{'' if first == second else ' (answers differ)'}",
             flush=True,
         )
+        return task, by_llm, by_base
+
+    with ThreadPoolExecutor(copies) as pool:
+        graded = list(pool.map(judge, zip(tasks, firsts, seconds, strict=True)))
+
+    def side(a: float, b: float) -> int:
+        return 0 if abs(a - b) < 10 else (1 if a > b else -1)
+
+    same = verdicts = failures = 0
+    llm_grades: list[float] = []
+    base_grades: list[float] = []
+    for item in graded:
+        if item is None:
+            failures += 1
+            continue
+        task, by_llm, by_base = item
+        right_at = 100.0 if task.facts else RIGHT_GRADE
+        same += side(by_llm.grade_clear, by_llm.grade_comp) == side(
+            by_base.grade_clear, by_base.grade_comp
+        )
+        verdicts += ((by_llm.grade_clear >= 50) == (by_base.grade_clear >= right_at)) + (
+            (by_llm.grade_comp >= 50) == (by_base.grade_comp >= right_at)
+        )
+        llm_grades += [by_llm.grade_clear, by_llm.grade_comp]
+        base_grades += [by_base.grade_clear, by_base.grade_comp]
     pairs = len(llm_grades) // 2
-    rho = spearman(llm_grades, metric_grades) if pairs > 1 else float("nan")
+    rho = spearman(llm_grades, base_grades) if pairs > 1 else float("nan")
     return (
-        f"{same}/{pairs} pairs same preference, Spearman {rho:.2f}, {failures} judge "
-        f"failures, {cpu_s() - cpu:.0f} CPU s ({time.perf_counter() - started:.0f} s wall)"
+        f"{same}/{pairs} pairs same preference, {verdicts}/{2 * pairs} answers same right/"
+        f"wrong call, Spearman {rho:.2f}, {failures} judge failures, {cpu_s() - cpu:.0f} CPU s "
+        f"({time.perf_counter() - started:.0f} s wall, load avg {os.getloadavg()[0]:.1f})"
     )
 
 
@@ -387,6 +436,105 @@ def compare_models(
     print("(install size: packages plus a joined chunked model; delete the bench-* folders)")
 
 
+def compare_agent(
+    names: list[str],
+    per_kind: int,
+    copies: int,
+    max_tokens: int,
+    kinds: list[str] | None = None,
+    judge_pairs: int = 0,
+    judge_arm: str = "prune@0.6",
+    answers_file: str | None = None,
+) -> None:
+    """Each installed model on the `per_kind` shortest tasks of each kind of the agent set
+    (tool output a coder model reads; graded by their facts, no model in the grader),
+    asked as the offline run asks: per kind, the tasks whose every fact the answer states,
+    the mean fact grade, the answers that ran past `max_tokens`, and CPU seconds per
+    answer. Every answer is printed for reading by hand.
+
+    With `judge_pairs` and two models, the first judges that many pairs (its answer, the
+    second model's answer to the same prompt: pairs that differ where one model is wrong)
+    beside the fact grader (`agreement`); with one model, pairs of its cleartext answer
+    and its answer to the prompt compressed by `judge_arm`. `answers_file` keeps every
+    answer (JSON): when it exists, answers are read from it instead of generated."""
+    from tokenlens.models.local import LocalClient
+    from tokenlens.tasks import AGENT_TASKS_PATH, load_tasks, select_tasks
+
+    tasks = select_tasks(
+        load_tasks(AGENT_TASKS_PATH, classes=kinds), max_per_class=per_kind, shortest_first=True
+    )
+    kinds = list(dict.fromkeys(task.task_class for task in tasks))
+    print(
+        f"{len(tasks)} agent tasks ({per_kind} shortest of each kind), copies={copies}, "
+        f"greedy, {max_tokens}-token cap; right = every fact stated",
+        flush=True,
+    )
+    saved: dict[str, dict[str, str]] = {}
+    if answers_file and Path(answers_file).is_file():
+        saved = json.loads(Path(answers_file).read_text(encoding="utf-8"))
+    clients: dict[str, Any] = {}
+    for name in names:
+        started = time.perf_counter()
+        client = clients[name] = LocalClient(name, copies=copies)
+        client.pool()
+        print(f"{name}: loaded in {time.perf_counter() - started:.1f} s", flush=True)
+        if name in saved:
+            print(f"{name}: answers read from {answers_file}", flush=True)
+            continue
+        saved[name] = {}
+        rows, answered = [], []
+        for kind in kinds:
+            chosen = [task for task in tasks if task.task_class == kind]
+            load_before, cpu = os.getloadavg()[0], cpu_s()
+            results, wall = answer_tasks(client, chosen, copies, max_tokens)
+            cpu = cpu_s() - cpu
+            right = sum(grade >= 100.0 for _, grade, _, _ in results)
+            cut = sum(not ended for _, _, ended, _ in results)
+            mean = statistics.mean(grade for _, grade, _, _ in results)
+            load = (load_before + os.getloadavg()[0]) / 2
+            rows.append((kind, right, len(results), mean, cut, cpu / len(results), wall, load))
+            print(
+                f"{name} {kind}: right {right}/{len(results)}, mean fact grade {mean:.0f}, "
+                f"cut off {cut}, {cpu / len(results):.1f} CPU s/answer, {wall:.0f} s wall, "
+                f"load avg {load:.1f}",
+                flush=True,
+            )
+            answered += [(t, r[3]) for t, r in zip(chosen, results, strict=True) if r[2]]
+            saved[name].update((t.id, r[3]) for t, r in zip(chosen, results, strict=True) if r[2])
+            for task, (_, grade, ended, text) in zip(chosen, results, strict=True):
+                shown = text.replace("\n", " ")[:200] if ended else "(cut off)"
+                facts = "; ".join(fact.value for fact in task.facts)
+                print(f"  {task.id} [{grade:.0f}] {shown}  || facts: {facts}", flush=True)
+        print(f"\n| {name}: kind | right (every fact) | mean fact grade | cut off | "
+              "CPU s per answer | load avg |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for kind, right, n, mean, cut, per_answer, _, load in rows:
+            print(f"| {kind} | {right} / {n} | {mean:.0f} | {cut} | {per_answer:.1f} | "
+                  f"{load:.1f} |")  # fmt: skip
+        if answers_file:
+            Path(answers_file).write_text(json.dumps(saved, indent=1), encoding="utf-8")
+        if judge_pairs and len(names) == 1:
+            pairs = answered[:judge_pairs]
+            print(f"{name} as the LLM judge, {len(pairs)} pairs (arm {judge_arm}):", flush=True)
+            verdict = judge_agreement(
+                client, [t for t, _ in pairs], [a for _, a in pairs], judge_arm
+            )
+            print(f"{name} judge vs the fact grader: {verdict}", flush=True)
+    if judge_pairs and len(names) > 1:
+        first, second = names[0], names[1]
+        both = [t for t in tasks if t.id in saved[first] and t.id in saved[second]]
+        both = both[:judge_pairs]
+        print(f"{first} as the LLM judge of {len(both)} pairs ({first}'s answer, {second}'s)")
+        verdict = agreement(
+            clients[first],
+            both,
+            [saved[first][t.id] for t in both],
+            [saved[second][t.id] for t in both],
+            copies,
+        )
+        print(f"{first} judge vs the fact grader: {verdict}", flush=True)
+
+
 def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
     """The default model as the offline run loads it (the shipped file, run in its
     `run_as` format) beside copies in other formats (`tokenlens.models.weights`, each run
@@ -441,6 +589,13 @@ def main() -> None:
     parser.add_argument("--per-class", type=int, default=3)
     parser.add_argument("--classes", default=",".join(CANDIDATE_CLASSES), help="for --compare")
     parser.add_argument("--judge-pairs", type=int, default=0, help="LLM judge vs metric pairs")
+    parser.add_argument(
+        "--agent", default=None, help="installed models on the agent set, comma-separated"
+    )
+    parser.add_argument("--per-kind", type=int, default=4, help="tasks per kind for --agent")
+    parser.add_argument("--answers", default=None, help="--agent: answers kept in this JSON")
+    parser.add_argument("--judge-arm", default="prune@0.6", help="compressed side of a pair")
+    parser.add_argument("--max-tokens", type=int, default=192, help="answer cap for --agent")
     parser.add_argument("--formats", default=None, help="weight formats, e.g. f16,q8_0")
     parser.add_argument("--tasks", type=int, default=12, help="tasks for --formats")
     parser.add_argument("--copies", type=int, default=2)
@@ -448,6 +603,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:  # the loopback rows only: the local model's take minutes on 2 cores
         args.calls, args.skip_local = 6, True
+    if args.agent:
+        compare_agent(
+            args.agent.split(","),
+            args.per_kind,
+            args.copies,
+            args.max_tokens,
+            args.classes.split(",") if args.classes != ",".join(CANDIDATE_CLASSES) else None,
+            args.judge_pairs,
+            args.judge_arm,
+            args.answers,
+        )
+        return
     if args.formats:
         compare_formats(args.formats.split(","), args.tasks, args.copies)
         return

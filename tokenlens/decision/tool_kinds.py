@@ -10,9 +10,9 @@ So each task is filed under the kind of the tool output its facts were read from
 proxy's per-block classifier (`tokenlens.compress.toolout.kinds.tool_output_kind`) sees
 that block: a kind's entry rests on the outputs the proxy will give that entry's arm.
 On the agent set that is the class's own kind (``agent-search`` -> ``search``; the logs
-read with ``sed``, ``tail`` or ``zcat … | head`` are ``log`` too). A task whose facts sit in outputs of two kinds
-counts for neither; one without located facts takes the kind of its tool outputs when
-they share one, else its class's name (``agent-<kind>``) when that is a kind.
+read with ``sed``, ``tail`` or ``zcat … | head`` are ``log`` too). A task whose facts sit
+in outputs of two kinds counts for neither; one without located facts takes the kind of
+its tool outputs when they share one, else its class's name (``agent-<kind>``) when that is a kind.
 
 Then the class rules run over kinds (`tokenlens.decision.curve.aggregate` with the kinds
 as classes): the control's noise floor, the one-sided retention bound against the
