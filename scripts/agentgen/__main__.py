@@ -18,9 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-from common import Candidate, body, spread, tool_ids
+from common import BODY_BINS, Candidate, body, spread, tool_ids
 from derive import Unanswerable, derive
-from kinds import KINDS
+from kinds import BODY_SETS, KINDS
 
 from tokenlens.facts import Fact
 from tokenlens.tasks import CalibrationTask, write_tasks
@@ -30,7 +30,7 @@ OUT = Path(__file__).resolve().parents[2] / "tasks_data" / "agent"
 SPLIT_BYTES = 4_000_000
 
 
-def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
+def make_task(candidate: Candidate, number: int, prefix: str = "") -> CalibrationTask | None:
     """The first of the candidate's templates its output answers, as a task."""
     output = candidate.rounds[-1].output
     if not all(r.output.strip() for r in candidate.rounds):
@@ -42,7 +42,7 @@ def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
             continue
         ids = tool_ids(candidate.key, len(candidate.rounds))
         return CalibrationTask(
-            id=f"{candidate.kind}-{number:03d}",
+            id=f"{prefix or candidate.kind}-{number:03d}",
             task_class=candidate.kind,
             question=question,
             context="\n\n".join(r.output for r in candidate.rounds),
@@ -60,20 +60,29 @@ def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
 
 
 def capture(kind: str) -> list[CalibrationTask]:
-    candidates = KINDS[kind]()
+    """A kind's tasks, or a body set's (ids named after the set, fewer per size bin)."""
+    candidates = {**KINDS, **BODY_SETS}[kind]()
     template: dict[str, str] = {}
     for c in candidates:
         task = make_task(c, 0)
         if task is not None:
             template[c.key] = next(t for t in task.tags if t.startswith("template:"))
     answerable = [c for c in candidates if c.key in template]
-    chosen = spread(answerable, seed=kind, group=lambda c: template[c.key])
-    tasks = [make_task(c, i + 1) for i, c in enumerate(chosen)]
+    if kind in BODY_SETS:  # overlapping outputs may answer one question twice: ask it once
+        asked: dict[tuple[str, ...], Candidate] = {}
+        for c in answerable:
+            task = make_task(c, 0)
+            assert task is not None
+            asked.setdefault(task.tags[2:], c)
+        answerable = list(asked.values())
+    bins = BODY_BINS if kind in BODY_SETS else None
+    chosen = spread(answerable, seed=kind, group=lambda c: template[c.key], bins=bins)
+    tasks = [make_task(c, i + 1, kind) for i, c in enumerate(chosen)]
     return [t for t in tasks if t is not None]
 
 
 def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
-    for old in OUT.glob(f"{kind}*.jsonl"):
+    for old in [*OUT.glob(f"{kind}.jsonl"), *OUT.glob(f"{kind}-[0-9].jsonl")]:
         old.unlink()
     parts: list[list[CalibrationTask]] = [[]]
     size = 0
@@ -94,7 +103,7 @@ def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kinds", nargs="*", default=list(KINDS))
+    parser.add_argument("kinds", nargs="*", default=[*KINDS, *BODY_SETS])
     args = parser.parse_args()
     for kind in args.kinds:
         tasks = capture(kind)
