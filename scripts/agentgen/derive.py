@@ -343,6 +343,8 @@ def read_condition(name: str, output: str) -> Derived:
     tests = [n.test for n in _own(node) if isinstance(n, ast.If | ast.While)]
     _need(bool(tests), f"{name} has no if or while")
     first = tests[0]
+    nested = [n for n in ast.walk(node) if isinstance(n, ast.If | ast.While) and n.test not in tests]
+    _need(all(n.lineno > first.lineno for n in nested), "a nested function tests first")
     _need(not isinstance(first, ast.Name), "a bare name as the condition")
     text = _body_text(first, source, output, shortest=10)
     question = (
