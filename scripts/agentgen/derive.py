@@ -282,9 +282,7 @@ def _own(node: ast.AST) -> list[ast.AST]:
             continue
         out.append(child)
         todo.extend(ast.iter_child_nodes(child))
-    return sorted(
-        out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))
-    )
+    return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
 
 
 def _body_text(node: ast.AST, source: str, output: str, *, shortest: int = 8) -> str:
@@ -343,7 +341,9 @@ def read_condition(name: str, output: str) -> Derived:
     tests = [n.test for n in _own(node) if isinstance(n, ast.If | ast.While)]
     _need(bool(tests), f"{name} has no if or while")
     first = tests[0]
-    nested = [n for n in ast.walk(node) if isinstance(n, ast.If | ast.While) and n.test not in tests]
+    nested = [
+        n for n in ast.walk(node) if isinstance(n, ast.If | ast.While) and n.test not in tests
+    ]
     _need(all(n.lineno > first.lineno for n in nested), "a nested function tests first")
     _need(not isinstance(first, ast.Name), "a bare name as the condition")
     text = _body_text(first, source, output, shortest=10)

@@ -281,7 +281,7 @@ def file_read_body() -> list[Candidate]:
             continue
         output = run(f"cat -n {rel}", STDLIB)
         picks = rng.sample(funcs, min(6, len(funcs)))
-        templates = [(t, f) for t in _rotate(list(BODY_TEMPLATES), i) for f in picks]  # type: ignore[arg-type]
+        templates = [(t, f) for t in _rotate(list(BODY_TEMPLATES), i) for f in picks]
         if i % 2:
             rnd = Round("read_file", {"path": str(path)}, output)
         else:
