@@ -82,7 +82,10 @@ def capture(kind: str) -> list[CalibrationTask]:
 
 
 def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
-    for old in [*OUT.glob(f"{kind}.jsonl"), *OUT.glob(f"{kind}-[0-9].jsonl")]:
+    """A body set's file is named body-<kind>: it loads after its kind's own files, so the
+    first N tasks of a class stay the same sample."""
+    stem = "body-" + kind.removesuffix("-body") if kind in BODY_SETS else kind
+    for old in [*OUT.glob(f"{stem}.jsonl"), *OUT.glob(f"{stem}-[0-9].jsonl")]:
         old.unlink()
     parts: list[list[CalibrationTask]] = [[]]
     size = 0
@@ -95,7 +98,7 @@ def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
         size += line
     paths = []
     for n, part in enumerate(parts, start=1):
-        path = OUT / (f"{kind}.jsonl" if len(parts) == 1 else f"{kind}-{n}.jsonl")
+        path = OUT / (f"{stem}.jsonl" if len(parts) == 1 else f"{stem}-{n}.jsonl")
         write_tasks(part, path)
         paths.append(path)
     return paths
