@@ -186,6 +186,14 @@ def listing() -> list[Candidate]:
     return out
 
 
+def _read_round(i: int, path: Path, output: str) -> Round:
+    """Every other read is the read_file tool's, the rest `cat -n` in bash."""
+    if i % 2:
+        return Round("read_file", {"path": str(path)}, output)
+    rel = path.relative_to(STDLIB)
+    return Round("bash", {"command": f"cat -n {rel}", "cwd": str(STDLIB)}, output)
+
+
 def file_read() -> list[Candidate]:
     """Numbered reads of standard-library modules (bash `cat -n` or the read_file tool)."""
     import ast
@@ -231,11 +239,7 @@ def file_read() -> list[Candidate]:
                 templates.append(("read-enclosing", rng.randint(node.lineno + 1, end)))
         if consts:
             templates.append(("read-constant", rng.choice(consts)))
-        if i % 2:
-            rnd = Round("read_file", {"path": str(path)}, output)
-        else:
-            rnd = Round("bash", {"command": f"cat -n {rel}", "cwd": str(STDLIB)}, output)
-        rounds = [rnd]
+        rounds = [_read_round(i, path, output)]
         if i % 3 == 0:
             listing = run(f"ls {rel.parent}", STDLIB)
             rounds.insert(
@@ -282,16 +286,12 @@ def file_read_body() -> list[Candidate]:
         output = run(f"cat -n {rel}", STDLIB)
         picks = rng.sample(funcs, min(6, len(funcs)))
         templates = [(t, f) for t in _rotate(list(BODY_TEMPLATES), i) for f in picks]
-        if i % 2:
-            rnd = Round("read_file", {"path": str(path)}, output)
-        else:
-            rnd = Round("bash", {"command": f"cat -n {rel}", "cwd": str(STDLIB)}, output)
         out.append(
             Candidate(
                 kind="agent-file-read",
                 key=f"body-read-{rel}",
                 request=f"Open `{rel}` from the standard library and walk me through its code.",
-                rounds=[rnd],
+                rounds=[_read_round(i, path, output)],
                 templates=templates,
                 source=STDLIB_SRC,
                 licence=PSF,
