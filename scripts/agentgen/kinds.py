@@ -515,18 +515,25 @@ REPOS = {
 }
 
 
+def _repos() -> list[tuple[str, str, str, str, int]]:
+    """(name, where, licence, source naming the commit, commit count) of each repository."""
+    found = []
+    for name, (where, url, licence) in sorted(REPOS.items()):
+        if not Path(where).exists():
+            raise SystemExit(f"{where}: clone {url} there first (bare is fine)")
+        head = run("git rev-parse HEAD", where).strip()
+        total = int(run("git rev-list --count HEAD", where))
+        found.append((name, where, licence, f"{url} at {head}", total))
+    return found
+
+
 def vcs() -> list[Candidate]:
     """git log over two real repositories' histories."""
     from derive import git_commits
 
     rng = random.Random("agent-vcs")
     out = []
-    for name, (where, url, licence) in sorted(REPOS.items()):
-        if not Path(where).exists():
-            raise SystemExit(f"{where}: clone {url} there first (bare is fine)")
-        head = run("git rev-parse HEAD", where).strip()
-        total = int(run("git rev-list --count HEAD", where))
-        source = f"{url} at {head}"
+    for name, where, licence, source, total in _repos():
         for i, n in enumerate(sorted({int(3 * 100 ** (k / 44)) for k in range(45)})):
             skip = rng.randint(0, max(0, total - n - 1))
             n = n * 2 if i % 3 == 1 else n
@@ -580,11 +587,7 @@ def vcs_body() -> list[Candidate]:
 
     rng = random.Random("agent-vcs-body")
     out = []
-    for name, (where, url, licence) in sorted(REPOS.items()):
-        if not Path(where).exists():
-            raise SystemExit(f"{where}: clone {url} there first (bare is fine)")
-        head = run("git rev-parse HEAD", where).strip()
-        total = int(run("git rev-list --count HEAD", where))
+    for name, where, licence, source, total in _repos():
         for i, n in enumerate(sorted({int(4 * 60 ** (k / 30)) for k in range(31)})):
             skip = rng.randint(0, max(0, total - n - 1))
             stat = " --stat" if i % 3 == 1 else ""
@@ -610,7 +613,7 @@ def vcs_body() -> list[Candidate]:
                     request=f"Show me some history of the {name} repository.",
                     rounds=[Round("bash", {"command": command}, output)],
                     templates=templates,
-                    source=f"{url} at {head}",
+                    source=source,
                     licence=licence,
                 )
             )
