@@ -18,9 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-from common import Candidate, body, spread, tool_ids
+from common import BODY_BINS, Candidate, body, spread, tool_ids
 from derive import Unanswerable, derive
-from kinds import KINDS
+from kinds import BODY_SETS, KINDS
 
 from tokenlens.facts import Fact
 from tokenlens.tasks import CalibrationTask, write_tasks
@@ -30,7 +30,7 @@ OUT = Path(__file__).resolve().parents[2] / "tasks_data" / "agent"
 SPLIT_BYTES = 4_000_000
 
 
-def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
+def make_task(candidate: Candidate, number: int, prefix: str = "") -> CalibrationTask | None:
     """The first of the candidate's templates its output answers, as a task."""
     output = candidate.rounds[-1].output
     if not all(r.output.strip() for r in candidate.rounds):
@@ -42,7 +42,7 @@ def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
             continue
         ids = tool_ids(candidate.key, len(candidate.rounds))
         return CalibrationTask(
-            id=f"{candidate.kind}-{number:03d}",
+            id=f"{prefix or candidate.kind}-{number:03d}",
             task_class=candidate.kind,
             question=question,
             context="\n\n".join(r.output for r in candidate.rounds),
@@ -60,20 +60,32 @@ def make_task(candidate: Candidate, number: int) -> CalibrationTask | None:
 
 
 def capture(kind: str) -> list[CalibrationTask]:
-    candidates = KINDS[kind]()
+    """A kind's tasks, or a body set's (ids named after the set, fewer per size bin)."""
+    candidates = {**KINDS, **BODY_SETS}[kind]()
     template: dict[str, str] = {}
     for c in candidates:
         task = make_task(c, 0)
         if task is not None:
             template[c.key] = next(t for t in task.tags if t.startswith("template:"))
     answerable = [c for c in candidates if c.key in template]
-    chosen = spread(answerable, seed=kind, group=lambda c: template[c.key])
-    tasks = [make_task(c, i + 1) for i, c in enumerate(chosen)]
+    if kind in BODY_SETS:  # overlapping outputs may answer one question twice: ask it once
+        asked: dict[tuple[str, ...], Candidate] = {}
+        for c in answerable:
+            task = make_task(c, 0)
+            assert task is not None
+            asked.setdefault(task.tags[2:], c)
+        answerable = list(asked.values())
+    bins = BODY_BINS if kind in BODY_SETS else None
+    chosen = spread(answerable, seed=kind, group=lambda c: template[c.key], bins=bins)
+    tasks = [make_task(c, i + 1, kind) for i, c in enumerate(chosen)]
     return [t for t in tasks if t is not None]
 
 
 def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
-    for old in OUT.glob(f"{kind}*.jsonl"):
+    """A body set's file is named body-<kind>: it loads after its kind's own files, so the
+    first N tasks of a class stay the same sample."""
+    stem = "body-" + kind.removesuffix("-body") if kind in BODY_SETS else kind
+    for old in [*OUT.glob(f"{stem}.jsonl"), *OUT.glob(f"{stem}-[0-9].jsonl")]:
         old.unlink()
     parts: list[list[CalibrationTask]] = [[]]
     size = 0
@@ -86,7 +98,7 @@ def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
         size += line
     paths = []
     for n, part in enumerate(parts, start=1):
-        path = OUT / (f"{kind}.jsonl" if len(parts) == 1 else f"{kind}-{n}.jsonl")
+        path = OUT / (f"{stem}.jsonl" if len(parts) == 1 else f"{stem}-{n}.jsonl")
         write_tasks(part, path)
         paths.append(path)
     return paths
@@ -94,7 +106,7 @@ def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kinds", nargs="*", default=list(KINDS))
+    parser.add_argument("kinds", nargs="*", default=[*KINDS, *BODY_SETS])
     args = parser.parse_args()
     for kind in args.kinds:
         tasks = capture(kind)

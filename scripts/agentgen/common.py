@@ -19,6 +19,8 @@ EPHEMERAL = {"type": "ephemeral"}
 MIN_TOKENS, MAX_TOKENS = 200, 50_000
 #: Size bins (tokens) and how many tasks each kind draws from each, smallest first.
 BINS = ((200, 1_000, 18), (1_000, 5_000, 20), (5_000, 20_000, 16), (20_000, 50_000, 9))
+#: The same bins for a body set (kinds.BODY_SETS): about twenty tasks.
+BODY_BINS = ((200, 1_000, 5), (1_000, 5_000, 6), (5_000, 20_000, 5), (20_000, 50_000, 4))
 
 SYSTEM_PROMPT = (
     "You are a coding agent working in a terminal on the user's machine. Use the tools to "
@@ -152,7 +154,10 @@ def tool_ids(key: str, n: int) -> list[str]:
 
 
 def spread(
-    candidates: Sequence[Candidate], seed: str, group: Callable[[Candidate], str]
+    candidates: Sequence[Candidate],
+    seed: str,
+    group: Callable[[Candidate], str],
+    bins: Sequence[tuple[int, int, int]] | None = None,
 ) -> list[Candidate]:
     """A seeded pick over the size bins (`BINS`), so every kind runs from ~200 to ~50k tokens;
     within a bin the groups (question templates) take turns, so no one question dominates.
@@ -160,7 +165,7 @@ def spread(
     rng = random.Random(seed)
     chosen: list[Candidate] = []
     carry = 0
-    for low, high, want in reversed(BINS):
+    for low, high, want in reversed(bins or BINS):
         groups: dict[str, list[Candidate]] = {}
         for c in candidates:
             if low <= c.tokens < high:

@@ -254,6 +254,128 @@ def read_count_defs(_: object, output: str) -> Derived:
     )
 
 
+# --- file reads: what a function's body says ----------------------------------------------
+# Facts that live on body lines (a return, a raise, a condition, a string set), read as the
+# exact source text; the text must occur once in the whole output, so only that line holds it.
+
+
+def _function(name: str, output: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]:
+    """The one function called `name` (with at least five lines) and the source it is in."""
+    _, source = numbered_source(output)
+    tree = _tree(output)
+    found = [node for node in _defs(tree) if node.name == name]
+    _need(len(found) == 1, f"{len(found)} definitions of {name}")
+    node = found[0]
+    _need(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef), f"{name} is a class")
+    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    _need((node.end_lineno or 0) - node.lineno >= 4, f"{name} is shorter than five lines")
+    return node, source
+
+
+def _own(node: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's body, nested functions and classes left out."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        child = todo.pop(0)
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        out.append(child)
+        todo.extend(ast.iter_child_nodes(child))
+    return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+
+
+def _body_text(node: ast.AST, source: str, output: str, *, shortest: int = 8) -> str:
+    """The node's exact source text: on one body line, long enough, and once in the output."""
+    text = ast.get_source_segment(source, node)
+    _need(text is not None and "\n" not in text, "not on one line")
+    assert text is not None
+    _need(shortest <= len(text) <= 120, f"{len(text)} characters")
+    fact = ("text", text)
+    pattern = re.compile(_fact_pattern(*fact))
+    _need(len(pattern.findall(_normalise(output))) == 1, f"{text!r} is not once in the output")
+    return text
+
+
+def _fact_pattern(kind: str, value: str) -> str:
+    from tokenlens.facts import _value_pattern
+
+    return _value_pattern(kind, value).pattern
+
+
+def _normalise(text: str) -> str:
+    from tokenlens.facts import normalise
+
+    return normalise(text)
+
+
+def read_return(name: str, output: str) -> Derived:
+    node, source = _function(name, output)
+    returns = [n for n in _own(node) if isinstance(n, ast.Return) and n.value is not None]
+    _need(len(returns) == 1, f"{name} has {len(returns)} returns with a value")
+    line = returns[0].lineno
+    _need(line > node.body[0].lineno, "the return is the first statement")
+    text = _body_text(returns[0], source, output, shortest=12)
+    question = f"What does the function `{name}` return? Quote its return statement exactly."
+    return question, [("text", text)], f"`{text}` (line {line})."
+
+
+def read_raise(name: str, output: str) -> Derived:
+    node, source = _function(name, output)
+    raises = [
+        n
+        for n in _own(node)
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args
+    ]
+    _need(len(raises) == 1, f"{name} raises {len(raises)} times with a message")
+    text = _body_text(raises[0], source, output, shortest=16)
+    question = (
+        f"Which exception does the function `{name}` raise, and with what message? "
+        "Quote its raise statement exactly."
+    )
+    return question, [("text", text)], f"`{text}` (line {raises[0].lineno})."
+
+
+def read_condition(name: str, output: str) -> Derived:
+    node, source = _function(name, output)
+    tests = [n.test for n in _own(node) if isinstance(n, ast.If | ast.While)]
+    _need(bool(tests), f"{name} has no if or while")
+    first = tests[0]
+    nested = [
+        n for n in ast.walk(node) if isinstance(n, ast.If | ast.While) and n.test not in tests
+    ]
+    _need(all(n.lineno > first.lineno for n in nested), "a nested function tests first")
+    _need(not isinstance(first, ast.Name), "a bare name as the condition")
+    text = _body_text(first, source, output, shortest=10)
+    question = (
+        f"What condition does the first `if`/`while` statement in the function `{name}` "
+        "test? Quote the condition exactly."
+    )
+    return question, [("text", text)], f"`{text}` (line {first.lineno})."
+
+
+def read_string_set(name: str, output: str) -> Derived:
+    node, source = _function(name, output)
+    found = [
+        (n.targets[0], n.value)
+        for n in _own(node)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name | ast.Attribute)
+        and isinstance(n.value, ast.Constant)
+        and isinstance(n.value.value, str)
+    ]
+    _need(len(found) == 1, f"{name} sets {len(found)} names to a string")
+    target, value = found[0]
+    literal = _body_text(value, source, output, shortest=6)
+    where = ast.get_source_segment(source, target)
+    question = (
+        f"Inside the function `{name}`, which string is `{where}` set to? "
+        "Quote the literal exactly as written."
+    )
+    return question, [("text", literal)], f"`{where} = {literal}` (line {value.lineno})."
+
+
 # --- JSON ------------------------------------------------------------------------------
 
 
@@ -500,6 +622,54 @@ def git_files_changed(short: str, output: str) -> Derived:
     return question, [("number", n)], _n(n, "file") + "."
 
 
+_REF = re.compile(r"(?<![\w&/])#(\d+)\b")
+_COAUTHOR = re.compile(r"^\s*Co-authored-by:\s*(.+?)\s*<[^>]*>\s*$", re.I)
+
+
+def git_bodies(output: str) -> dict[str, list[str]]:
+    """Each commit's message lines after the subject (medium format), by full hash."""
+    bodies: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    subject = False
+    for line in output.splitlines():
+        match = _COMMIT.match(line)
+        if match:
+            current = bodies.setdefault(match.group(1), [])
+            subject = False
+        elif current is not None and line.startswith("    "):
+            if subject:
+                current.append(line.strip())
+            subject = True
+        elif current is not None and re.match(r"^ \S.* \| ", line):
+            current = None  # --stat lines end the message
+    return bodies
+
+
+def git_body_ref(short: str, output: str) -> Derived:
+    found = [(h, b) for h, b in git_bodies(output).items() if h.startswith(short)]
+    _need(len(found) == 1, f"{short} matches {len(found)} commits")
+    refs = sorted({m for line in found[0][1] for m in _REF.findall(line)})
+    _need(len(refs) == 1, f"{short}'s body names {len(refs)} issue numbers")
+    ref = "#" + refs[0]
+    _need(len(re.findall(rf"(?<![\w&/]){ref}\b", output)) == 1, f"{ref} not once in the output")
+    question = (
+        f"Which issue or pull request number does the body of commit {short}'s message "
+        "refer to (after its subject line)? Give it as `#N`."
+    )
+    return question, [("text", ref)], f"{ref}."
+
+
+def git_coauthor(short: str, output: str) -> Derived:
+    found = [(h, b) for h, b in git_bodies(output).items() if h.startswith(short)]
+    _need(len(found) == 1, f"{short} matches {len(found)} commits")
+    names = [m.group(1) for line in found[0][1] if (m := _COAUTHOR.match(line))]
+    _need(len(names) == 1, f"{short} has {len(names)} co-authors")
+    authors = {c.get("author") for c in git_commits(output)}
+    _need(names[0] not in authors, f"{names[0]} also authors a listed commit")
+    question = f"Who is credited as co-author (a `Co-authored-by` trailer) of commit {short}?"
+    return question, [("name", names[0])], f"{names[0]}."
+
+
 def oneline_count(_: object, output: str) -> Derived:
     n = sum(1 for line in output.splitlines() if re.match(r"^[0-9a-f]{7,} ", line))
     _need(n > 0, "no commits")
@@ -522,6 +692,10 @@ TEMPLATES: dict[str, Callable[..., Derived]] = {
     "read-enclosing": read_enclosing,
     "read-constant": read_constant,
     "read-count-defs": read_count_defs,
+    "read-return": read_return,
+    "read-raise": read_raise,
+    "read-condition": read_condition,
+    "read-string-set": read_string_set,
     "json-pip-version": json_pip_version,
     "json-pip-count": json_pip_count,
     "json-operation-http": json_operation_http,
@@ -539,6 +713,8 @@ TEMPLATES: dict[str, Callable[..., Derived]] = {
     "git-count-by": git_count_by,
     "git-files-changed": git_files_changed,
     "oneline-count": oneline_count,
+    "git-body-ref": git_body_ref,
+    "git-coauthor": git_coauthor,
 }
 
 

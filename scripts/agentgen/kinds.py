@@ -186,6 +186,14 @@ def listing() -> list[Candidate]:
     return out
 
 
+def _read_round(i: int, path: Path, output: str) -> Round:
+    """Every other read is the read_file tool's, the rest `cat -n` in bash."""
+    if i % 2:
+        return Round("read_file", {"path": str(path)}, output)
+    rel = path.relative_to(STDLIB)
+    return Round("bash", {"command": f"cat -n {rel}", "cwd": str(STDLIB)}, output)
+
+
 def file_read() -> list[Candidate]:
     """Numbered reads of standard-library modules (bash `cat -n` or the read_file tool)."""
     import ast
@@ -231,11 +239,7 @@ def file_read() -> list[Candidate]:
                 templates.append(("read-enclosing", rng.randint(node.lineno + 1, end)))
         if consts:
             templates.append(("read-constant", rng.choice(consts)))
-        if i % 2:
-            rnd = Round("read_file", {"path": str(path)}, output)
-        else:
-            rnd = Round("bash", {"command": f"cat -n {rel}", "cwd": str(STDLIB)}, output)
-        rounds = [rnd]
+        rounds = [_read_round(i, path, output)]
         if i % 3 == 0:
             listing = run(f"ls {rel.parent}", STDLIB)
             rounds.insert(
@@ -248,6 +252,47 @@ def file_read() -> list[Candidate]:
                 request=f"Open `{rel}` from the standard library and help me understand it.",
                 rounds=rounds,
                 templates=_rotate(templates, i),
+                source=STDLIB_SRC,
+                licence=PSF,
+            )
+        )
+    return out
+
+
+BODY_TEMPLATES = ("read-return", "read-raise", "read-condition", "read-string-set")
+
+
+def file_read_body() -> list[Candidate]:
+    """The same numbered reads, asked about what a function's body says (derive.py's
+    read-return, read-raise, read-condition, read-string-set)."""
+    import ast
+
+    rng = random.Random("agent-file-read-body")
+    out = []
+    for i, path in enumerate(_stdlib_files()):
+        rel = path.relative_to(STDLIB)
+        try:
+            tree = ast.parse(path.read_text())
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        funcs = sorted(
+            n.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (n.end_lineno or 0) - n.lineno >= 4
+        )
+        if not funcs:
+            continue
+        output = run(f"cat -n {rel}", STDLIB)
+        picks = rng.sample(funcs, min(6, len(funcs)))
+        templates = [(t, f) for t in _rotate(list(BODY_TEMPLATES), i) for f in picks]
+        out.append(
+            Candidate(
+                kind="agent-file-read",
+                key=f"body-read-{rel}",
+                request=f"Open `{rel}` from the standard library and walk me through its code.",
+                rounds=[_read_round(i, path, output)],
+                templates=templates,
                 source=STDLIB_SRC,
                 licence=PSF,
             )
@@ -470,18 +515,25 @@ REPOS = {
 }
 
 
+def _repos() -> list[tuple[str, str, str, str, int]]:
+    """(name, where, licence, source naming the commit, commit count) of each repository."""
+    found = []
+    for name, (where, url, licence) in sorted(REPOS.items()):
+        if not Path(where).exists():
+            raise SystemExit(f"{where}: clone {url} there first (bare is fine)")
+        head = run("git rev-parse HEAD", where).strip()
+        total = int(run("git rev-list --count HEAD", where))
+        found.append((name, where, licence, f"{url} at {head}", total))
+    return found
+
+
 def vcs() -> list[Candidate]:
     """git log over two real repositories' histories."""
     from derive import git_commits
 
     rng = random.Random("agent-vcs")
     out = []
-    for name, (where, url, licence) in sorted(REPOS.items()):
-        if not Path(where).exists():
-            raise SystemExit(f"{where}: clone {url} there first (bare is fine)")
-        head = run("git rev-parse HEAD", where).strip()
-        total = int(run("git rev-list --count HEAD", where))
-        source = f"{url} at {head}"
+    for name, where, licence, source, total in _repos():
         for i, n in enumerate(sorted({int(3 * 100 ** (k / 44)) for k in range(45)})):
             skip = rng.randint(0, max(0, total - n - 1))
             n = n * 2 if i % 3 == 1 else n
@@ -528,6 +580,46 @@ def vcs() -> list[Candidate]:
     return out
 
 
+def vcs_body() -> list[Candidate]:
+    """git log over the same two histories, asked about what a commit message's body says
+    (an issue number it refers to, a Co-authored-by trailer)."""
+    from derive import git_bodies
+
+    rng = random.Random("agent-vcs-body")
+    out = []
+    for name, where, licence, source, total in _repos():
+        for i, n in enumerate(sorted({int(4 * 60 ** (k / 30)) for k in range(31)})):
+            skip = rng.randint(0, max(0, total - n - 1))
+            stat = " --stat" if i % 3 == 1 else ""
+            command = f"git log -n {n} --skip {skip}{stat}"
+            output = run(command, where)
+            bodies = git_bodies(output)
+            refs = [h[:7] for h, b in bodies.items() if any("#" in line for line in b)]
+            coauthored = [
+                h[:7] for h, b in bodies.items() if any("co-authored-by" in x.lower() for x in b)
+            ]
+            rng.shuffle(refs)
+            rng.shuffle(coauthored)
+            templates: list[tuple[str, object]] = [("git-coauthor", h) for h in coauthored[:4]]
+            templates += [("git-body-ref", h) for h in refs[:6]]
+            if i % 2:
+                templates.reverse()
+            if not templates:
+                continue
+            out.append(
+                Candidate(
+                    kind="agent-vcs",
+                    key=f"body-log-{name}-{i:02d}",
+                    request=f"Show me some history of the {name} repository.",
+                    rounds=[Round("bash", {"command": command}, output)],
+                    templates=templates,
+                    source=source,
+                    licence=licence,
+                )
+            )
+    return out
+
+
 KINDS = {
     "agent-search": search,
     "agent-listing": listing,
@@ -535,4 +627,10 @@ KINDS = {
     "agent-json": json_kind,
     "agent-log": logs,
     "agent-vcs": vcs,
+}
+#: Sets of extra tasks about what bodies say (a function's, a commit message's): written
+#: beside a kind's file as <set>.jsonl, their tasks of the kind they name.
+BODY_SETS = {
+    "agent-file-read-body": file_read_body,
+    "agent-vcs-body": vcs_body,
 }

@@ -64,13 +64,15 @@ def run(args: argparse.Namespace) -> int:
                 f"{rep.unmarked_drops:>9}{rep.facts_lost:>11}"
             )
         print(f"{kind:<12}-> {entries[kind].mark} {entries[kind].reason}")
-    chosen = [
-        next(r for r in walks[kind] if r.rung == _key(entry.method, entry.rate))
-        for kind, entry in entries.items()
+    # a kind left alone (no rung held) still counts, as output sent as it came
+    before = sum(walks[kind][0].tokens_before for kind in entries if walks[kind])
+    after = sum(
+        next(r for r in walks[kind] if r.rung == _key(entry.method, entry.rate)).tokens_after
         if entry.method != "none"
-    ]
-    before = sum(r.tokens_before for r in chosen)
-    after = sum(r.tokens_after for r in chosen)
+        else walks[kind][0].tokens_before
+        for kind, entry in entries.items()
+        if walks[kind]
+    )
     if before:
         print(f"all kinds at the chosen rungs: {1 - after / before:.1%} of tool-output tokens")
     if args.dry_run:
