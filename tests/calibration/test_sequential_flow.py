@@ -111,7 +111,8 @@ def test_clear_arms_stop_early_nothing_past_the_failure_then_a_killed_run_resume
     }
     assert curve["safe"] == "held" and curve["prune@0.8"] == "failed"
     assert pairs["safe"] < pairs["prune@0.8"]  # the clear arm stopped early ...
-    assert pairs["prune@0.8"] == 20 * 3  # ... the borderline one got every task and repeat
+    # ... the borderline one got every task, and repeats until its bound fell below 90 %
+    assert tasks["prune@0.8"] == 20 and pairs["prune@0.8"] >= 20 * 2
     assert tasks["prune@0.8"] > tasks.get("select@0.8", 0)
     assert pairs["prune@0.2"] == pairs["select@0.2"] == 0  # past the failure: never sampled
     fixed_pairs = 20 * 3 * 5

@@ -13,8 +13,9 @@ after each round asks the same `aggregate` the fixed design uses:
   at its last look, so an arm that cleared early but fails on the fuller evidence is not
   applied: a bad arm is applied only if it crosses at a look the spending paid for;
 * an arm whose upper bound is below the tolerance is settled *failed* (a futility stop:
-  it can only make fewer arms hold, so it costs no error), and arms beyond it on the
-  ladder are never sampled — the walk would ignore them anyway;
+  it can only make fewer arms hold, so it costs no error; its level is spent over the
+  looks too, so a good arm is seldom ended on a wide early bound), and arms beyond it on
+  the ladder are never sampled — the walk would ignore them anyway;
 * undecided arms get more **tasks** first, then more repeats (tasks buy more per call);
 * only the first `lookahead` open arms of the ladder are sampled at a time: a later arm
   can matter only if the ones before it hold, so it waits until they do. Each arm has
@@ -49,13 +50,16 @@ from tokenlens.tables import CURVE
 
 #: Fewest tasks before a futility stop may end an arm (a t bound on 2-3 tasks is wild).
 MIN_TASKS_FOR_FUTILITY = 5
-#: One-sided error of the futility bound. Stopping a hopeless arm never makes an arm hold,
-#: so it spends none of the 5 %; it only costs power: at most this much for an arm exactly
-#: at the tolerance, far less for one that holds by a margin. 0.25 rather than 0.05: the
-#: borderline arm then stops on its way to the ✓ size instead of being paid to 60 x 3
-#: (concentrated world, 60 x 3, 20 paired runs: answers 0.73 -> 0.56 of the fixed
-#: design's, ✓ 20/20 either way, power of the good arms 60.0 -> 58.3 %).
-FUTILITY_ALPHA = 0.25
+#: One-sided error of the futility bound, spent over the looks like the 5 % (power family,
+#: `tokenlens.decision.spending`): an arm exactly at the tolerance is stopped early at most
+#: this often over all its looks, one that holds by a margin far less. Stopping a hopeless
+#: arm never makes an arm hold, so it spends none of the 5 %; it only costs power, mostly
+#: at the early looks where a 10-task bound is wide. Spent rather than 0.25 at every look
+#: (which ended many good arms at 10 or 20 tasks: 60 x 3, 30 paired runs, power of the good
+#: arms through the walk 38.9 -> 47.8 % in the noisy world, 46.7 -> 48.9 % concentrated;
+#: answers 0.49 -> 0.66 and 0.55 -> 0.66 of the fixed design's, under its 0.7 goal; a
+#: total of 0.25 spent gave the same power for 0.73-0.74 of the answers).
+FUTILITY_ALPHA = 0.5
 #: Walk statuses of an arm the ladder skips (it saved nothing, or no pair was graded).
 DEAD = ("no_savings", "not_measured")
 
@@ -180,6 +184,7 @@ class _ClassState:
     lookahead: int
     need: int  # tasks a ? needs (the evidence rule)
     need_measured: int  # tasks a ✓ needs
+    futility: list[float]  # each look's futility level (spent over the looks)
     looks: dict[str, int] = field(default_factory=dict)  # arm -> its next look (started arms)
     settled: dict[str, str] = field(default_factory=dict)
     #: Arms sampled on toward the ✓ evidence after clearing for ?.
@@ -241,6 +246,10 @@ class _ClassState:
     def alpha(self, arm: str) -> float:
         return self.alphas[self.looks.get(arm, 0)]
 
+    def futility_alpha(self, arm: str) -> float:
+        """The level of this look's futility bound (0: no futility stop at this look)."""
+        return self.futility[self.looks.get(arm, 0)]
+
     def final_alpha(self, arm: str, default: float) -> float:
         """The error of the last look this arm reached (what its final bound is read at)."""
         spent = [a for a in self.alphas[: self.looks.get(arm, 0) + 1] if a > 0]
@@ -263,14 +272,14 @@ def _settle_arms(
     state: _ClassState, arms: Sequence[str], grades: pd.DataFrame, settings: SequentialSettings
 ) -> None:
     """Read each sampled arm at its own look; settle what is clear; move the rest on."""
-    curves = {a: _aggregate(grades, settings, a) for a in {state.alpha(arm) for arm in arms}}
-    futility = _aggregate(grades, settings, FUTILITY_ALPHA)
-    upper = futility.rows(state.plan.task_class).set_index("arm")["retention_high"]
-    status = futility.rows(state.plan.task_class).set_index("arm")["status"]
+    levels = {state.alpha(arm) for arm in arms} | {state.futility_alpha(arm) for arm in arms}
+    curves = {a: _aggregate(grades, settings, a) for a in levels}
+    any_curve = curves[state.alpha(arms[0])]
+    status = any_curve.rows(state.plan.task_class).set_index("arm")["status"]
     if (status == "unmeasurable").any():
         # Refused only on the evidence a verdict needs (or at the end): a few early tasks
         # can make a quiet control look noisy by chance, and a class stopped here is lost.
-        ctrl = futility.rows(state.plan.task_class).set_index("arm")
+        ctrl = any_curve.rows(state.plan.task_class).set_index("arm")
         n_ctrl = int(ctrl.at[CONTROL, "n_tasks"]) if CONTROL in ctrl.index else 0
         if n_ctrl >= state.need or all(state.last_look(a) for a in arms):
             state.done = state.unmeasurable = True  # more rounds cannot quiet the control
@@ -280,7 +289,9 @@ def _settle_arms(
         if arm not in rows.index:
             continue
         row = rows.loc[arm]
-        high = upper.get(arm)
+        level = state.futility_alpha(arm)
+        futile = curves[level].rows(state.plan.task_class).set_index("arm")["retention_high"]
+        high = futile.get(arm) if level > 0 else None
         if row["status"] in DEAD:
             # The fixed design's walk skips an arm that saved nothing or had no graded
             # pair; so does the loop, at its first look: more of it buys nothing, and a
@@ -334,8 +345,9 @@ def run_sequential(
     for plan in plans:
         points = schedule(len(plan.tasks), need, first, settings.max_repeats, need_measured)
         alphas = look_alphas(points, need, settings.alpha, settings.spread)
+        futility = look_alphas(points, MIN_TASKS_FOR_FUTILITY, FUTILITY_ALPHA, settings.spread)
         states[plan.task_class] = _ClassState(
-            plan, points, alphas, settings.lookahead, need, need_measured
+            plan, points, alphas, settings.lookahead, need, need_measured, futility
         )
     frames: list[pd.DataFrame] = []
     asked: set[Cell] = set()
