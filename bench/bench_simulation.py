@@ -23,7 +23,7 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # derails set aside
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
        .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
-       .venv/bin/python bench/bench_simulation.py --judge-levers 1000 --levers re-answer
+       .venv/bin/python bench/bench_simulation.py --judge-levers 500 --levers "re-answer|4 rep"
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from dataclasses import replace
 
@@ -294,8 +295,7 @@ def judge_levers(runs: int, seed: int, processes: int = 2, names: str | None = N
     the CEILING; and each lever's edge arm where its only harm is extra derails."""
     from tokenlens.simulate_judge import DERAIL_WORLD, LEVERS, LeverResult, run_levers
 
-    wanted = names.split(",") if names else [""]
-    levers = [v for v in LEVERS if any(part in v.name for part in wanted)]
+    levers = [v for v in LEVERS if re.search(names or "", v.name)]
     found = run_levers(
         WORLDS["noisy"], levers, runs=runs, seed=seed, processes=processes, derail_world=True
     )
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUNS",
         help="only compare judge-noise levers with more repeats or tasks (noisy world, 60 tasks)",
     )
-    parser.add_argument("--levers", help="with --judge-levers: levers whose name holds one of A,B")
+    parser.add_argument("--levers", help="with --judge-levers: levers whose name matches (regex)")
     parser.add_argument(
         "--lone-derail",
         type=int,

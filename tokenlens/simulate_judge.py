@@ -165,6 +165,18 @@ LEVERS: tuple[Lever, ...] = (
         reanswer=REANSWER_SPREAD,
         derail_guard=DERAIL_GUARD,
     ),
+    Lever(
+        "re-answer 5 more, guard",
+        reanswer=REANSWER_SPREAD,
+        reanswer_count=5,
+        derail_guard=DERAIL_GUARD,
+    ),
+    Lever(
+        "re-answer, guard, 4 repeats",
+        reanswer=REANSWER_SPREAD,
+        derail_guard=DERAIL_GUARD,
+        repeats=4,
+    ),
     Lever("4 repeats", repeats=4),
     Lever("80 tasks", tasks=80),
     Lever("bound: judge without noise", world=(("judge_sd", 0.0),)),
