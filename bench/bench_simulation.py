@@ -476,6 +476,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         derail_cost(4, args.seed)  # every code path, in a second
         lone_derail(4, args.seed)
+        judge_levers(2, args.seed, 1, "one reading|re-answer, derail guard")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 
