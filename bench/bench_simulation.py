@@ -289,15 +289,17 @@ def paired(runs: int, seed: int, processes: int = 2) -> None:
     )
 
 
-def judge_levers(runs: int, seed: int, processes: int = 2, names: str | None = None) -> None:
+def judge_levers(
+    runs: int, seed: int, processes: int = 2, names: str | None = None, derails: float = 1.0
+) -> None:
     """The noisy world at 60 tasks: judge-noise levers and re-answering against the same
     money spent on repeats or tasks (`tokenlens.simulate_judge`), each arm alone, beside
-    the CEILING; and each lever's edge arm where its only harm is extra derails."""
+    the CEILING; and each lever's edge arm with `derails` of its harm extra derails."""
     from tokenlens.simulate_judge import DERAIL_WORLD, LEVERS, LeverResult, run_levers
 
     levers = [v for v in LEVERS if re.search(names or "", v.name)]
     found = run_levers(
-        WORLDS["noisy"], levers, runs=runs, seed=seed, processes=processes, derail_world=True
+        WORLDS["noisy"], levers, runs=runs, seed=seed, processes=processes, derail_share=derails
     )
     results = [r for r in found if r.world != DERAIL_WORLD]
     derails = {(r.lever.name, r.stable_share): r for r in found if r.world == DERAIL_WORLD}
@@ -391,6 +393,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--levers", help="with --judge-levers: levers whose name matches (regex)")
     parser.add_argument(
+        "--derail-share", type=float, default=1.0, help="of the derail-harmed edge arm's loss"
+    )
+    parser.add_argument(
         "--lone-derail",
         type=int,
         default=0,
@@ -403,7 +408,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.paired:
             paired(args.paired, args.seed, args.processes)
         if args.judge_levers:
-            judge_levers(args.judge_levers, args.seed, args.processes, args.levers)
+            judge_levers(
+                args.judge_levers, args.seed, args.processes, args.levers, args.derail_share
+            )
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
         return

@@ -168,6 +168,16 @@ def test_the_derail_edge_arm_loses_its_retention_to_derails_alone() -> None:
     # the harm is in single answers, not tasks: about one answer in eleven collapses
     low = (grades["arm"] == edge.key) & (grades["grade_comp"] <= 30)
     assert 0.06 < low.sum() / (400 * 20) < 0.12
+    # half of it as derails: half the rate, and hurt tasks take the other half
+    half = derail_edge(world, share=0.5)
+    assert derail_retention(world, half.derail) == pytest.approx(0.97, abs=1e-6)
+    mixed = simulate_grades(
+        replace(world, arms=(half,), n_tasks=400, replicates=20), np.random.default_rng(5)
+    )
+    pairs = mixed[mixed["arm"] == half.key].groupby("task_id")
+    per_task = pairs["grade_comp"].mean() / pairs["grade_clear"].mean()
+    assert per_task.mean() == pytest.approx(0.94, abs=0.01)
+    assert (per_task < 0.8).mean() > 0.05  # tasks hurt in every repeat
 
 
 def test_the_derail_guard_reads_an_arm_that_derails_more_on_its_planned_repeats() -> None:

@@ -239,11 +239,15 @@ class LeverResult:
         return answers * self.answers_per_design + (one_reading - answers) * self.readings_per_pair
 
 
-def derail_edge(world: Scenario, retention: float = PROBE_ARMS[0].true_retention) -> SimArm:
-    """The edge arm whose only harm is extra derails, uniform over tasks, at the rate that
-    leaves it `retention`: a compressor that makes answers collapse more often, which a
-    lever against derails must not forgive."""
-    rate = brentq(lambda r: derail_retention(world, r) - retention, 1e-6, 0.9)
+def derail_edge(
+    world: Scenario, retention: float = PROBE_ARMS[0].true_retention, share: float = 1.0
+) -> SimArm:
+    """The edge arm harmed by extra derails, uniform over tasks, at the rate that takes
+    `share` of its loss (all of it by default; hurt tasks the rest) and leaves it
+    `retention`: a compressor that makes answers collapse more often, which a lever
+    against derails must not forgive."""
+    kept = 1.0 - share * (1.0 - retention)
+    rate = brentq(lambda r: derail_retention(world, r) - kept, 1e-6, 0.9)
     return replace(PROBE_ARMS[0], true_retention=retention, derail=float(rate))
 
 
@@ -322,19 +326,22 @@ def run_levers(
     runs: int,
     seed: int,
     processes: int = 1,
-    derail_world: bool = False,
+    derail_share: float | None = None,
 ) -> list[LeverResult]:
-    """Every lever at every stable share (a bound at the first only); with `derail_world`
-    also the edge arm alone harmed by derails, under every lever."""
-    jobs = [
-        (world, lever, share, runs, seed, False)
+    """Every lever at every stable share (a bound at the first only); with `derail_share`
+    also the edge arm alone, that share of its harm extra derails (`derail_edge`)."""
+    jobs: list[tuple[Scenario, Lever, float, int, int, float | None]] = [
+        (world, lever, share, runs, seed, None)
         for i, share in enumerate(stable_shares)
         for lever in levers
         if i == 0 or not lever.bound  # a bound is read once, at the first share
     ]
-    if derail_world:
-        jobs += [(w, lever, share, runs, seed, True) for w, lever, share, *_ in jobs]
-        jobs = [job for job in jobs if not (job[5] and job[1].bound)]
+    if derail_share is not None:
+        jobs += [
+            (w, lever, share, runs, seed, derail_share)
+            for w, lever, share, *_ in jobs
+            if not lever.bound
+        ]
     if processes > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -343,10 +350,10 @@ def run_levers(
     return [_job(job) for job in jobs]
 
 
-def _job(job: tuple[Scenario, Lever, float, int, int, bool]) -> LeverResult:
+def _job(job: tuple[Scenario, Lever, float, int, int, float | None]) -> LeverResult:
     world, lever, share, runs, seed, derails = job
-    if derails:
-        arms = (derail_edge(world),)
+    if derails is not None:
+        arms = (derail_edge(world, share=derails),)
         return run_lever(
             world, lever, share, runs=runs, seed=seed, arms=arms, world_name=DERAIL_WORLD
         )
