@@ -154,29 +154,32 @@ def test_reanswering_pays_more_answers_only_for_cells_whose_repeats_disagree() -
     assert len(picked) and (picked == 1 + len(arms)).all()
 
 
+def _per_task_retention(world, arm: SimArm) -> tuple[pd.Series, float]:
+    """Over 400 tasks x 20: each task's mean compressed grade over its mean cleartext
+    grade, and the share of the arm's answers that collapsed (graded 30 or less)."""
+    grades = simulate_grades(
+        replace(world, arms=(arm,), n_tasks=400, replicates=20), np.random.default_rng(5)
+    )
+    mine = grades[grades["arm"] == arm.key]
+    pairs = mine.groupby("task_id")
+    collapsed = float((mine["grade_comp"] <= 30).sum() / (400 * 20))
+    return pairs["grade_comp"].mean() / pairs["grade_clear"].mean(), collapsed
+
+
 def test_the_derail_edge_arm_loses_its_retention_to_derails_alone() -> None:
     world = replace(WORLDS["noisy"], error_rate=0.0, missing_rate=0.0)
     edge = derail_edge(world)
     assert 0.06 < edge.derail < 0.09 and edge.true_retention == 0.94
     assert derail_retention(world, edge.derail) == pytest.approx(0.94, abs=1e-6)
-    grades = simulate_grades(
-        replace(world, arms=(edge,), n_tasks=400, replicates=20), np.random.default_rng(5)
-    )
-    pairs = grades[grades["arm"] == edge.key].groupby("task_id")
-    per_task = pairs["grade_comp"].mean() / pairs["grade_clear"].mean()
+    per_task, collapsed = _per_task_retention(world, edge)
     assert per_task.mean() == pytest.approx(0.94, abs=0.01)
     # the harm is in single answers, not tasks: about one answer in eleven collapses
-    low = (grades["arm"] == edge.key) & (grades["grade_comp"] <= 30)
-    assert 0.06 < low.sum() / (400 * 20) < 0.12
+    assert 0.06 < collapsed < 0.12
     # half of it as derails: half the rate, and hurt tasks take the other half
     half = derail_edge(world, share=0.5)
     assert derail_retention(world, half.derail) == pytest.approx(0.97, abs=1e-6)
-    mixed = simulate_grades(
-        replace(world, arms=(half,), n_tasks=400, replicates=20), np.random.default_rng(5)
-    )
-    pairs = mixed[mixed["arm"] == half.key].groupby("task_id")
-    per_task = pairs["grade_comp"].mean() / pairs["grade_clear"].mean()
-    assert per_task.mean() == pytest.approx(0.94, abs=0.01)
+    per_task, fewer = _per_task_retention(world, half)
+    assert per_task.mean() == pytest.approx(0.94, abs=0.01) and fewer < collapsed
     assert (per_task < 0.8).mean() > 0.05  # tasks hurt in every repeat
 
 
