@@ -23,6 +23,7 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # derails set aside
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
        .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
+       .venv/bin/python bench/bench_simulation.py --judge-levers 500 --levers "re-answer|4 rep"
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from dataclasses import replace
 
@@ -38,14 +40,13 @@ import pandas as pd
 
 from tokenlens.simulate import (
     PROBE_ARMS,
-    TASK_LOSS,
     Scenario,
     StudyResult,
-    _hurt_probabilities,
     designs,
     simulate_grades,
 )
 from tokenlens.simulate import run_study as study_of_arms
+from tokenlens.simulate_judge import TRUTHS, ceiling
 from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
 from tokenlens.stats import IntervalMethod, ratio_estimate
 
@@ -62,34 +63,6 @@ def _row(t: CellTally) -> str:
         + f" {_pct(t.power):>7} {_pct(t.alone_power):>7} {_pct(t.savings_share):>8} "
         f"{t.calls_per_run:7.0f}"
     )
-
-
-TRUTHS = (0.94, 0.97, 0.99, 1.0)
-
-
-def ceiling(n: int, runs: int, seed: int) -> tuple[dict[float, float], dict[float, float]]:
-    """When each task's true retention is read exactly (concentrated harm, no noise), by
-    true retention: the share the rule holds, and the share the best threshold on the mean
-    *that knows the world* holds (the threshold that holds the 0.94 arm in 5 %): no rule
-    that reads the sample's tasks can beat it by much."""
-    rng = np.random.default_rng(seed)
-    held: dict[float, float] = {}
-    means: dict[float, np.ndarray] = {}
-    for truth in TRUTHS:
-        p_easy, p_hard = _hurt_probabilities(truth)
-        count = 0
-        means[truth] = np.empty(runs)
-        for i in range(runs):
-            hard = rng.random(n) < 0.4
-            hurt = rng.random(n) < np.where(hard, p_hard, p_easy)
-            x = np.where(hurt, 1.0 - rng.uniform(*TASK_LOSS, n), 1.0) + rng.normal(0, 1e-4, n)
-            est = ratio_estimate(x, np.ones(n), confidence=0.9, method="skew_t")
-            count += int(est.low is not None and est.low >= 0.95)
-            means[truth][i] = x.mean()
-        held[truth] = count / runs
-    threshold = float(np.quantile(means[0.94], 0.95))
-    best = {truth: float(np.mean(means[truth] > threshold)) for truth in TRUTHS}
-    return held, best
 
 
 def compare_intervals(runs: int, seed: int) -> None:
@@ -316,19 +289,33 @@ def paired(runs: int, seed: int, processes: int = 2) -> None:
     )
 
 
-def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
-    """The noisy world at 60 tasks: judge-noise levers against the same money spent on
-    repeats or tasks (`tokenlens.simulate_judge`), each arm alone, beside the CEILING."""
-    from tokenlens.simulate_judge import run_levers
+def judge_levers(
+    runs: int, seed: int, processes: int = 2, names: str | None = None, derails: float = 1.0
+) -> None:
+    """The noisy world at 60 tasks: judge-noise levers and re-answering against the same
+    money spent on repeats or tasks (`tokenlens.simulate_judge`), each arm alone, beside
+    the CEILING; and each lever's edge arm with `derails` of its harm extra derails."""
+    from tokenlens.simulate_judge import DERAIL_WORLD, LEVERS, LeverResult, run_levers
 
-    results = run_levers(WORLDS["noisy"], runs=runs, seed=seed, processes=processes)
+    levers = [v for v in LEVERS if re.search(names or "", v.name)]
+    found = run_levers(
+        WORLDS["noisy"], levers, runs=runs, seed=seed, processes=processes, derail_share=derails
+    )
+    results = [r for r in found if r.world != DERAIL_WORLD]
+    derails = {(r.lever.name, r.stable_share): r for r in found if r.world == DERAIL_WORLD}
+
+    def edge_rate(r: LeverResult) -> float:
+        edge = derails.get((r.lever.name, r.stable_share))
+        return edge.false_rate if edge else float("nan")
+
     held, best = ceiling(60, 4000, seed)
     tops = {
         k: float(np.mean([v[t] for t in TRUTHS[1:]])) for k, v in (("rule", held), ("best", best))
     }
     print(
-        f"\n{'noisy world, 60 tasks: lever':30} {'stable':>6} {'design':>7} {'readings':>8} "
-        f"{'$/class':>8} {'power':>7} {'0.94 held':>9} {'/best':>6} {'/rule':>5} {'power/$':>8}"
+        f"\n{'noisy world, 60 tasks: lever':34} {'stable':>6} {'design':>7} {'readings':>8} "
+        f"{'answers':>7} {'$/class':>8} {'power':>7} {'0.94 held':>9} {'derails':>7} "
+        f"{'/best':>6} {'/rule':>5} {'power/$':>8}"
     )
     for r in results:
         lever = r.lever
@@ -336,30 +323,29 @@ def judge_levers(runs: int, seed: int, processes: int = 2) -> None:
         if not lever.bound:
             cost, per_dollar = f"{r.cost_usd:.2f}", f"{100 * r.power / r.cost_usd:.1f}%"
         print(
-            f"{lever.name:30} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
-            f"{r.readings_per_pair:8.2f} {cost:>8} {_pct(r.power):>7} "
-            f"{_pct(r.false_rate):>9} {r.power / tops['best']:6.2f} {r.power / tops['rule']:5.2f} "
-            f"{per_dollar:>8}"
+            f"{lever.name:34} {r.stable_share:6.1f} {lever.tasks:>4}x{lever.repeats:<2} "
+            f"{r.readings_per_pair:8.2f} {r.answers_per_design:7.2f} {cost:>8} "
+            f"{_pct(r.power):>7} {_pct(r.false_rate):>9} "
+            f"{_pct(edge_rate(r)):>7} "
+            f"{r.power / tops['best']:6.2f} {r.power / tops['rule']:5.2f} {per_dollar:>8}"
         )
     for share in sorted({r.stable_share for r in results}):
         mine = [r for r in results if r.stable_share == share and not r.lever.bound]
         at_60x3 = [r for r in mine if (r.lever.tasks, r.lever.repeats) == (60, 3)]
-        best_here = max(at_60x3, key=lambda r: r.power)
-        print(
-            f"LEVER stable share {share:.1f}, at 60x3: most power {best_here.lever.name} "
-            f"{_pct(best_here.power).strip()} = {best_here.power / tops['rule']:.2f} of the "
-            f"CEILING rule's {_pct(tops['rule']).strip()}, "
-            f"{best_here.power / tops['best']:.2f} of the "
-            f"best's {_pct(tops['best']).strip()} (goal >= 0.80), 0.94 arm held "
-            f"{_pct(best_here.false_rate).strip()}"
-        )
-        top = max(mine, key=lambda r: r.power)
-        print(
-            f"LEVER stable share {share:.1f}: most power {top.lever.name} "
-            f"{_pct(top.power).strip()} ({top.power / tops['best']:.2f} of the CEILING best "
-            f"{_pct(tops['best']).strip()}, rule {_pct(tops['rule']).strip()}; goal >= 0.80), "
-            f"0.94 arm held {_pct(top.false_rate).strip()}, ${top.cost_usd:.2f} a class"
-        )
+        for label, pool in ((", at 60x3", at_60x3), ("", mine)):
+            held_both = [r for r in pool if max(r.false_rate, edge_rate(r)) <= 0.05]
+            if not held_both:
+                continue
+            top = max(held_both, key=lambda r: r.power)
+            print(
+                f"LEVER stable share {share:.1f}{label}: most power with both edge arms held "
+                f"<= 5% {top.lever.name} {_pct(top.power).strip()} = "
+                f"{top.power / tops['best']:.2f} of the CEILING best's "
+                f"{_pct(tops['best']).strip()}, {top.power / tops['rule']:.2f} of the rule's "
+                f"{_pct(tops['rule']).strip()} (goal >= 0.80); 0.94 arm held "
+                f"{_pct(top.false_rate).strip()}, harmed by derails "
+                f"{_pct(edge_rate(top)).strip()}; ${top.cost_usd:.2f} a class"
+            )
 
 
 def simulate_study_of(
@@ -405,6 +391,10 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RUNS",
         help="only compare judge-noise levers with more repeats or tasks (noisy world, 60 tasks)",
     )
+    parser.add_argument("--levers", help="with --judge-levers: levers whose name matches (regex)")
+    parser.add_argument(
+        "--derail-share", type=float, default=1.0, help="of the derail-harmed edge arm's loss"
+    )
     parser.add_argument(
         "--lone-derail",
         type=int,
@@ -418,7 +408,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.paired:
             paired(args.paired, args.seed, args.processes)
         if args.judge_levers:
-            judge_levers(args.judge_levers, args.seed, args.processes)
+            judge_levers(
+                args.judge_levers, args.seed, args.processes, args.levers, args.derail_share
+            )
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"({time.perf_counter() - start:.0f} s, load average {load:.2f})")
         return
@@ -491,6 +483,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         derail_cost(4, args.seed)  # every code path, in a second
         lone_derail(4, args.seed)
+        judge_levers(2, args.seed, 1, "one reading|re-answer, derail guard")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"({elapsed:.0f} s, {args.processes} processes, load average {load:.2f})")
 

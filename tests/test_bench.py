@@ -76,6 +76,7 @@ QUICK: dict[str, tuple[str, ...]] = {
         r"SUMMARY 20x3 noisy sequential: power \d+\.\d%.*savings \d+\.\d%",
         r"concentrated, derail 0\.0%\s+\d+\.\d%",
         r"harm as derails .* median of repeats: applied \d+\.\d%",
+        r"re-answer, derail guard +0\.0 +60x3 +1\.\d\d +1\.\d\d +\d+\.\d\d +\d+\.\d%",
         r"load average",
     ),
     "bench_skew_cap.py": (

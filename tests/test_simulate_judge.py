@@ -17,8 +17,15 @@ from tokenlens.decision.planner import (
     power_at,
     read_spread,
 )
-from tokenlens.simulate import SimArm, simulate_grades
-from tokenlens.simulate_judge import LEVERS, Lever, run_lever
+from tokenlens.simulate import SimArm, derail_retention, simulate_grades
+from tokenlens.simulate_judge import (
+    DERAIL_GUARD,
+    LEVERS,
+    Lever,
+    _excess_derails,
+    derail_edge,
+    run_lever,
+)
 from tokenlens.simulate_study import WORLDS
 from tokenlens.stats import Spread
 
@@ -116,3 +123,80 @@ def test_plan_says_which_lever_buys_more_for_a_measured_class() -> None:
     best = best_option(_options(0.91, n_arms=1))
     assert best is not None and best.power >= 0.8
     assert pd.notna(best.cost_usd)
+
+
+def _spread(values: pd.Series) -> float:
+    return float(values.max() - values.min())
+
+
+def test_reanswering_pays_more_answers_only_for_cells_whose_repeats_disagree() -> None:
+    arms = (*LOSSLESS, SimArm("prune@0.4", 0.9, 0.5))
+    base = replace(QUIET, n_tasks=40, replicates=3, arms=arms, derail=0.05)
+    plain = simulate_grades(base, np.random.default_rng(4))
+    grades = simulate_grades(replace(base, reanswer_spread=20.0), np.random.default_rng(4))
+    planned = grades[grades["replicate"] < 3]
+    extra = grades[grades["replicate"] >= 3]
+    assert plain.attrs["answers"] == 40 * 3 * (2 + len(arms)) == len(planned) / 3 * 4
+    assert set(extra["replicate"]) == {3, 4, 5}
+    redone = set(zip(extra["task_id"], extra["arm"], strict=True))
+    assert redone and len(redone) < 40 * (1 + len(arms)) / 2
+    for (task, arm), cell in planned.groupby(["task_id", "arm"]):
+        loud = max(_spread(cell["grade_clear"]), _spread(cell["grade_comp"])) > 20.0
+        assert ((task, arm) in redone) == loud, (task, arm)
+    # each re-answer round pays one cleartext answer and one answer per cell redone
+    tasks_redone = {task for task, _ in redone}
+    assert grades.attrs["answers"] == plain.attrs["answers"] + 3 * (len(tasks_redone) + len(redone))
+    # reading only the cleartext answers re-answers every cell of the tasks it picks
+    clear = simulate_grades(
+        replace(base, reanswer_spread=20.0, reanswer_on="clear"), np.random.default_rng(4)
+    )
+    picked = clear[clear["replicate"] >= 3].groupby("task_id")["arm"].nunique()
+    assert len(picked) and (picked == 1 + len(arms)).all()
+
+
+def _per_task_retention(world, arm: SimArm) -> tuple[pd.Series, float]:
+    """Over 400 tasks x 20: each task's mean compressed grade over its mean cleartext
+    grade, and the share of the arm's answers that collapsed (graded 30 or less)."""
+    grades = simulate_grades(
+        replace(world, arms=(arm,), n_tasks=400, replicates=20), np.random.default_rng(5)
+    )
+    mine = grades[grades["arm"] == arm.key]
+    pairs = mine.groupby("task_id")
+    collapsed = float((mine["grade_comp"] <= 30).sum() / (400 * 20))
+    return pairs["grade_comp"].mean() / pairs["grade_clear"].mean(), collapsed
+
+
+def test_the_derail_edge_arm_loses_its_retention_to_derails_alone() -> None:
+    world = replace(WORLDS["noisy"], error_rate=0.0, missing_rate=0.0)
+    edge = derail_edge(world)
+    assert 0.06 < edge.derail < 0.09 and edge.true_retention == 0.94
+    assert derail_retention(world, edge.derail) == pytest.approx(0.94, abs=1e-6)
+    per_task, collapsed = _per_task_retention(world, edge)
+    assert per_task.mean() == pytest.approx(0.94, abs=0.01)
+    # the harm is in single answers, not tasks: about one answer in eleven collapses
+    assert 0.06 < collapsed < 0.12
+    # half of it as derails: half the rate, and hurt tasks take the other half
+    half = derail_edge(world, share=0.5)
+    assert derail_retention(world, half.derail) == pytest.approx(0.97, abs=1e-6)
+    per_task, fewer = _per_task_retention(world, half)
+    assert per_task.mean() == pytest.approx(0.94, abs=0.01) and fewer < collapsed
+    assert (per_task < 0.8).mean() > 0.05  # tasks hurt in every repeat
+
+
+def test_the_derail_guard_reads_an_arm_that_derails_more_on_its_planned_repeats() -> None:
+    world = replace(WORLDS["noisy"], n_tasks=60, replicates=3, reanswer_spread=20.0)
+    lever = Lever("guarded", reanswer=20.0, derail_guard=DERAIL_GUARD)
+    rng = np.random.default_rng(6)
+    harmed = simulate_grades(replace(world, arms=(derail_edge(world),)), rng)
+    lossless = simulate_grades(replace(world, arms=LOSSLESS), rng)
+    assert _excess_derails(harmed, "llmlingua2@0.9", lever)
+    assert not _excess_derails(lossless, "prune@0.6", lever)
+    # in a lever run the guard fires on the derail-harmed edge arm in most runs
+    result = run_lever(
+        WORLDS["noisy"], lever, 0.0, runs=6, seed=7, arms=(derail_edge(WORLDS["noisy"]),)
+    )
+    assert result.bad == 6 and result.guarded >= 4
+    assert result.answers_per_design > 1.1  # re-answers were paid, and priced
+    edge = (derail_edge(WORLDS["noisy"]),)
+    plain = run_lever(WORLDS["noisy"], LEVERS[0], 0.0, runs=6, seed=7, arms=edge)
+    assert plain.answers_per_design == 1.0 and plain.cost_usd < result.cost_usd

@@ -55,6 +55,10 @@ class SimArm:
     key: str
     true_retention: float
     reduction: float
+    #: Compression's harm as extra derails: this share of the arm's answers (on top of the
+    #: world's) collapse. `true_retention` counts them; the tasks' own harm is what is
+    #: left (`derail_retention`).
+    derail: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,15 @@ class Scenario:
     judge_models: int = 1
     judge_stable_share: float = 0.0
     judge_recheck: float = 0.0
+    #: Re-answer where a task's repeats disagree: after the repeats, a cell (task x arm,
+    #: control included) whose grades spread by more than this many points across its
+    #: repeats gets `reanswer_count` more answers, each with a fresh cleartext answer,
+    #: and every answer counts in the mean. `reanswer_on` "pair" reads both grades of
+    #: the cell's pairs, "clear" only its cleartext answers (and the control's second
+    #: answer), and then re-answers every cell of the task.
+    reanswer_spread: float = 0.0
+    reanswer_count: int = 3
+    reanswer_on: Literal["pair", "clear"] = "pair"
 
 
 def _hurt_probabilities(
@@ -122,6 +135,7 @@ def simulate_grades(
     """A grades table (columns of `tables.GRADES`) drawn from the scenario."""
     s = scenario
     rows: list[dict[str, object]] = []
+    reductions = {a.key: a.reduction for a in s.arms}
     calls = 0
     stable_sd = s.judge_sd * math.sqrt(s.judge_stable_share)
     call_sd = s.judge_sd * math.sqrt(1.0 - s.judge_stable_share)
@@ -155,15 +169,57 @@ def simulate_grades(
             float(np.mean([b for _, b in readings])),
         )
 
-    def answer(quality: float) -> float:
+    def answer(quality: float, extra_derail: float = 0.0) -> float:
         if s.derail and rng.random() < s.derail:
+            return float(rng.uniform(0.0, 30.0))
+        if extra_derail and rng.random() < extra_derail:
             return float(rng.uniform(0.0, 30.0))
         return quality + rng.normal(0.0, s.sampling_sd)
 
     hurt_p = {
-        arm.key: _hurt_probabilities(arm.true_retention, s.hard_share, s.hurt_ratio, s.task_loss)
+        arm.key: _hurt_probabilities(
+            arm.true_retention / derail_retention(s, arm.derail),
+            s.hard_share,
+            s.hurt_ratio,
+            s.task_loss,
+        )
         for arm in s.arms
     }
+    parsed_arms = {a.key: Arm.parse(a.key) for a in s.arms}
+    derails = {a.key: a.derail for a in s.arms}
+    keys = [CONTROL, *parsed_arms]
+    answers = 0
+
+    def arm_answer(key: str, quality: float, effect: dict[str, float]) -> float:
+        if key == CONTROL:
+            return answer(s.control_retention * quality)
+        return answer(effect[key] * quality, derails[key])
+
+    def pair_row(
+        task_id: str, rep: int, key: str, clear: float, other: float
+    ) -> tuple[float, float] | None:
+        """Judge one pair into a row; its grades, or None (missing row, judge error)."""
+        if s.missing_rate and rng.random() < s.missing_rate:
+            return None
+        failed = bool(s.error_rate) and rng.random() < s.error_rate
+        graded = None if failed else judge(clear, other)
+        parsed = parsed_arms.get(key)
+        rows.append(
+            {
+                "task_id": task_id,
+                "task_class": task_class,
+                "replicate": rep,
+                "arm": key,
+                "method": CONTROL if parsed is None else parsed.method,
+                "rate": None if parsed is None else parsed.rate,
+                "grade_clear": None if graded is None else graded[0],
+                "grade_comp": None if graded is None else graded[1],
+                "reduction": 0.0 if parsed is None else reductions[key],
+                "error": "judge reply was not JSON" if failed else None,
+            }
+        )
+        return graded
+
     for t in range(s.n_tasks):
         task_id = f"{task_class}-{t:03d}"
         if s.harm == "concentrated":
@@ -177,36 +233,65 @@ def simulate_grades(
         else:
             quality = rng.uniform(*s.quality)
             effect = {arm.key: arm.true_retention + rng.normal(0.0, s.task_sd) for arm in s.arms}
+        seen: dict[str, list[tuple[float, float]]] = {key: [] for key in keys}
         for rep in range(s.replicates):
             clear = answer(quality)
-            second = answer(s.control_retention * quality)
-            base = {"task_id": task_id, "task_class": task_class, "replicate": rep}
-            cells: list[tuple[str, Arm | None, float, float]] = [(CONTROL, None, second, 0.0)]
-            cells += [
-                (a.key, Arm.parse(a.key), answer(effect[a.key] * quality), a.reduction)
-                for a in s.arms
-            ]
-            for key, parsed, other, reduction in cells:
-                if s.missing_rate and rng.random() < s.missing_rate:
-                    continue
-                failed = bool(s.error_rate) and rng.random() < s.error_rate
-                graded = None if failed else judge(clear, other)
-                rows.append(
-                    {
-                        **base,
-                        "arm": key,
-                        "method": CONTROL if parsed is None else parsed.method,
-                        "rate": None if parsed is None else parsed.rate,
-                        "grade_clear": None if graded is None else graded[0],
-                        "grade_comp": None if graded is None else graded[1],
-                        "reduction": reduction,
-                        "error": "judge reply was not JSON" if failed else None,
-                    }
-                )
+            others = [arm_answer(key, quality, effect) for key in keys]
+            answers += 1 + len(keys)
+            for key, other in zip(keys, others, strict=True):
+                graded = pair_row(task_id, rep, key, clear, other)
+                if graded is not None:
+                    seen[key].append(graded)
+        again = _disagreeing(s, seen) if s.reanswer_spread else []
+        for rep in range(s.replicates, s.replicates + (s.reanswer_count if again else 0)):
+            clear = answer(quality)
+            answers += 1 + len(again)
+            for key in again:
+                pair_row(task_id, rep, key, clear, arm_answer(key, quality, effect))
     df = pd.DataFrame(rows)
     df["judge"] = "sim-judge"
     df.attrs["judge_calls"] = calls
+    df.attrs["answers"] = answers
     return df
+
+
+def _disagreeing(s: Scenario, seen: dict[str, list[tuple[float, float]]]) -> list[str]:
+    """The cells of one task to re-answer: those whose repeats' grades spread by more
+    than `s.reanswer_spread` points (`reanswer_on` "pair"), or every cell when the
+    task's cleartext answers do ("clear")."""
+
+    def spread(values: list[float]) -> float:
+        return max(values) - min(values) if len(values) >= 2 else 0.0
+
+    limit = s.reanswer_spread
+    if s.reanswer_on == "clear":
+        loud = any(spread([c for c, _ in pairs]) > limit for pairs in seen.values())
+        loud = loud or spread([o for _, o in seen[CONTROL]]) > limit
+        return list(seen) if loud else []
+    return [
+        key
+        for key, pairs in seen.items()
+        if spread([c for c, _ in pairs]) > limit or spread([o for _, o in pairs]) > limit
+    ]
+
+
+def derail_retention(s: Scenario, rate: float) -> float:
+    """The true retention extra derails at `rate` leave an arm in world `s`: the mean over
+    tasks of each task's expected compressed grade over its expected cleartext grade (a
+    derail reads 15 on average; an answer's grade is its quality, capped at 100)."""
+    if rate <= 0:
+        return 1.0
+    if s.harm == "concentrated":
+        hard = np.linspace(*HARD_QUALITY, 201)
+        easy = np.minimum(np.linspace(*EASY_QUALITY, 201), 100.0)
+        weights = np.r_[np.full(201, s.hard_share), np.full(201, 1 - s.hard_share)]
+        quality = np.r_[hard, easy]
+    else:
+        quality, weights = np.linspace(*s.quality, 201), np.ones(201)
+    kept = 1 - s.derail
+    clear = kept * quality + s.derail * 15.0
+    comp = kept * (1 - rate) * quality + (1 - kept * (1 - rate)) * 15.0
+    return float(np.average(comp / clear, weights=weights))
 
 
 @dataclass

@@ -8,7 +8,13 @@ the judge's own wobble, not the answers'. There are two ways to spend more calls
   so the second order is the only free second reading), a second judge model, or extra
   readings only for the pairs whose first two readings disagree;
 * or spend the same calls on more repeats or more tasks, which also averages the answers'
-  own noise.
+  own noise;
+* or re-answer where a task's repeats disagree (a derailed answer, a noisy reading): more
+  answers for those cells only, every answer counted in the mean. That dilutes derails
+  where they were seen, so it also dilutes compression's harm when the harm *is* extra
+  derails: each lever is also read on an edge arm harmed only that way
+  (`derail_edge`), and the derail guard reads an arm whose compressed answers derail
+  more often than the cleartext ones on its planned repeats alone.
 
 Each lever is a `Scenario` of `tokenlens.simulate` (its `judge_*` fields), drawn and read
 by the real `aggregate` (fixed design, each arm alone, like the CEILING lines of
@@ -23,13 +29,28 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+from scipy.stats import binomtest
 
+from tokenlens.compress.arms import CONTROL
 from tokenlens.decision import aggregate
+from tokenlens.decision.derails import DERAILED, KEPT
 from tokenlens.decision.planner import price_design
-from tokenlens.simulate import POWER_MARGIN, PROBE_ARMS, Scenario, simulate_grades
+from tokenlens.simulate import (
+    POWER_MARGIN,
+    PROBE_ARMS,
+    TASK_LOSS,
+    Scenario,
+    SimArm,
+    _hurt_probabilities,
+    derail_retention,
+    simulate_grades,
+)
+from tokenlens.stats import ratio_estimate
 
 #: Prompt tokens the levers are priced at (a typical calibration task).
 PRICED_PROMPT_TOKENS = 1000
@@ -37,6 +58,39 @@ PRICED_PROMPT_TOKENS = 1000
 PRICED_MODEL = "claude-haiku-4-5"
 #: Gap (points of comp - clear) between a pair's two readings that buys two more.
 RECHECK_GAP = 10.0
+#: Spread (grade points) of a cell's repeats that buys `Lever.reanswer_count` more answers.
+REANSWER_SPREAD = 20.0
+#: One-sided p below which an arm's excess derails make it read on its planned repeats.
+DERAIL_GUARD = 0.2
+
+
+#: The true retentions the ceiling is read at: the edge arm, then the good arms.
+TRUTHS = (0.94, 0.97, 0.99, 1.0)
+
+
+def ceiling(n: int, runs: int, seed: int) -> tuple[dict[float, float], dict[float, float]]:
+    """When each task's true retention is read exactly (concentrated harm, no noise), by
+    true retention: the share the rule holds, and the share the best threshold on the mean
+    *that knows the world* holds (the threshold that holds the 0.94 arm in 5 %): no rule
+    that reads the sample's tasks can beat it by much."""
+    rng = np.random.default_rng(seed)
+    held: dict[float, float] = {}
+    means: dict[float, np.ndarray] = {}
+    for truth in TRUTHS:
+        p_easy, p_hard = _hurt_probabilities(truth)
+        count = 0
+        means[truth] = np.empty(runs)
+        for i in range(runs):
+            hard = rng.random(n) < 0.4
+            hurt = rng.random(n) < np.where(hard, p_hard, p_easy)
+            x = np.where(hurt, 1.0 - rng.uniform(*TASK_LOSS, n), 1.0) + rng.normal(0, 1e-4, n)
+            est = ratio_estimate(x, np.ones(n), confidence=0.9, method="skew_t")
+            count += int(est.low is not None and est.low >= 0.95)
+            means[truth][i] = x.mean()
+        held[truth] = count / runs
+    threshold = float(np.quantile(means[0.94], 0.95))
+    best = {truth: float(np.mean(means[truth] > threshold)) for truth in TRUTHS}
+    return held, best
 
 
 @dataclass(frozen=True)
@@ -49,6 +103,15 @@ class Lever:
     recheck: float = 0.0
     repeats: int = 3
     tasks: int = 60
+    #: Re-answer where a task's repeats disagree by more than this many grade points
+    #: (0: never), `reanswer_count` more answers, triggered on `reanswer_on` (`Scenario`).
+    reanswer: float = 0.0
+    reanswer_count: int = 3
+    reanswer_on: Literal["pair", "clear"] = "pair"
+    #: With re-answering: an arm whose compressed answers derailed significantly more
+    #: often than the control's second cleartext answers in the planned repeats (one-sided
+    #: binomial p below this) is read on the planned repeats alone (0: never).
+    derail_guard: float = 0.0
     #: A bound, not a lever: the world changed (e.g. a judge without noise, answers that
     #: never derail) to show how much of the gap to the ceiling a lever could close.
     world: tuple[tuple[str, float], ...] = ()
@@ -57,16 +120,21 @@ class Lever:
     def bound(self) -> bool:
         return bool(self.world)
 
-    def scenario(self, world: Scenario, stable_share: float) -> Scenario:
+    def scenario(
+        self, world: Scenario, stable_share: float, arms: tuple[SimArm, ...] = PROBE_ARMS
+    ) -> Scenario:
         return replace(
             replace(world, **cast(dict[str, Any], dict(self.world))),
-            arms=PROBE_ARMS,
+            arms=arms,
             n_tasks=self.tasks,
             replicates=self.repeats,
             judge_calls=self.judge_calls,
             judge_models=self.judge_models,
             judge_recheck=self.recheck,
             judge_stable_share=stable_share,
+            reanswer_spread=self.reanswer,
+            reanswer_count=self.reanswer_count,
+            reanswer_on=self.reanswer_on,
         )
 
 
@@ -81,6 +149,36 @@ LEVERS: tuple[Lever, ...] = (
     Lever("100 tasks", tasks=100),
     Lever("5 repeats, both orders", judge_calls=2, repeats=5),
     Lever("5 repeats, recheck", judge_calls=2, recheck=RECHECK_GAP, repeats=5),
+    Lever("re-answer disagreeing repeats", reanswer=REANSWER_SPREAD),
+    Lever("re-answer, derail guard", reanswer=REANSWER_SPREAD, derail_guard=DERAIL_GUARD),
+    Lever("re-answer on cleartext spread", reanswer=REANSWER_SPREAD, reanswer_on="clear"),
+    Lever(
+        "both orders, re-answer, guard",
+        judge_calls=2,
+        reanswer=REANSWER_SPREAD,
+        derail_guard=DERAIL_GUARD,
+    ),
+    Lever(
+        "recheck, re-answer, guard",
+        judge_calls=2,
+        recheck=RECHECK_GAP,
+        reanswer=REANSWER_SPREAD,
+        derail_guard=DERAIL_GUARD,
+    ),
+    Lever(
+        "re-answer 5 more, guard",
+        reanswer=REANSWER_SPREAD,
+        reanswer_count=5,
+        derail_guard=DERAIL_GUARD,
+    ),
+    Lever(
+        "re-answer, guard, 4 repeats",
+        reanswer=REANSWER_SPREAD,
+        derail_guard=DERAIL_GUARD,
+        repeats=4,
+    ),
+    Lever("4 repeats", repeats=4),
+    Lever("80 tasks", tasks=80),
     Lever("bound: judge without noise", world=(("judge_sd", 0.0),)),
     Lever("bound: no derailed answers", world=(("derail", 0.0),)),
 )
@@ -96,6 +194,12 @@ class LeverResult:
     good: int = 0
     held: int = 0
     judge_calls: int = 0
+    answers: int = 0
+    #: Arms read on the planned repeats alone (the derail guard fired).
+    guarded: int = 0
+    #: The arms drawn (the probe arms, or the edge arm alone in the derail world).
+    n_arms: int = len(PROBE_ARMS)
+    world: str = "noisy"
 
     @property
     def power(self) -> float:
@@ -108,8 +212,15 @@ class LeverResult:
     @property
     def readings_per_pair(self) -> float:
         lever = self.lever
-        pairs = self.runs * lever.tasks * lever.repeats * (1 + len(PROBE_ARMS))
+        pairs = self.runs * lever.tasks * lever.repeats * (1 + self.n_arms)
         return self.judge_calls / pairs if pairs else math.nan
+
+    @property
+    def answers_per_design(self) -> float:
+        """Answers paid over the design's own (1.0 unless re-answering paid more)."""
+        lever = self.lever
+        planned = self.runs * lever.tasks * lever.repeats * (2 + self.n_arms)
+        return self.answers / planned if planned else math.nan
 
     @property
     def cost_usd(self) -> float:
@@ -119,27 +230,57 @@ class LeverResult:
             price_design,
             lever.tasks,
             lever.repeats,
-            len(PROBE_ARMS),
+            self.n_arms,
             prompt_tokens=PRICED_PROMPT_TOKENS,
             model=PRICED_MODEL,
         )
         answers, one_reading = price(judge_model=None), price(judge_model=PRICED_MODEL)
         assert answers is not None and one_reading is not None  # a priced model
-        return answers + (one_reading - answers) * self.readings_per_pair
+        return answers * self.answers_per_design + (one_reading - answers) * self.readings_per_pair
+
+
+def derail_edge(
+    world: Scenario, retention: float = PROBE_ARMS[0].true_retention, share: float = 1.0
+) -> SimArm:
+    """The edge arm harmed by extra derails, uniform over tasks, at the rate that takes
+    `share` of its loss (all of it by default; hurt tasks the rest) and leaves it
+    `retention`: a compressor that makes answers collapse more often, which a lever
+    against derails must not forgive."""
+    kept = 1.0 - share * (1.0 - retention)
+    rate = brentq(lambda r: derail_retention(world, r) - kept, 1e-6, 0.9)
+    return replace(PROBE_ARMS[0], true_retention=retention, derail=float(rate))
+
+
+#: Worlds a lever is read in: the noisy world's probe arms, and the edge arm alone with
+#: compression's harm as uniform extra derails (only its application is read there).
+DERAIL_WORLD = "edge harmed by derails"
 
 
 def run_lever(
-    world: Scenario, lever: Lever, stable_share: float, *, runs: int, seed: int
+    world: Scenario,
+    lever: Lever,
+    stable_share: float,
+    *,
+    runs: int,
+    seed: int,
+    arms: tuple[SimArm, ...] = PROBE_ARMS,
+    world_name: str = "noisy",
 ) -> LeverResult:
-    """`runs` calibrations of the probe arms under one lever; each arm read alone."""
-    scenario = lever.scenario(world, stable_share)
+    """`runs` calibrations of `arms` under one lever; each arm read alone."""
+    scenario = lever.scenario(world, stable_share, arms)
     rng = np.random.default_rng([seed, lever.tasks, lever.repeats, int(100 * stable_share)])
-    out = LeverResult(lever, stable_share)
+    out = LeverResult(lever, stable_share, n_arms=len(arms), world=world_name)
     for _ in range(runs):
         grades = simulate_grades(scenario, rng)
         out.judge_calls += int(grades.attrs["judge_calls"])
-        rows = aggregate(grades, tolerance=scenario.tolerance, pooled=False).rows("sim")
-        passes = dict(zip(rows["arm"], rows["passes"].astype(bool), strict=True))
+        out.answers += int(grades.attrs["answers"])
+        passes = _passes(grades, scenario.tolerance)
+        if lever.reanswer and lever.derail_guard:
+            guarded = [a.key for a in arms if _excess_derails(grades, a.key, lever)]
+            if guarded:
+                planned = _passes(grades[grades["replicate"] < lever.repeats], scenario.tolerance)
+                passes.update({key: planned.get(key, False) for key in guarded})
+                out.guarded += len(guarded)
         out.runs += 1
         for arm in scenario.arms:
             if arm.true_retention < scenario.tolerance - 1e-9:
@@ -151,6 +292,32 @@ def run_lever(
     return out
 
 
+def _passes(grades: pd.DataFrame, tolerance: float) -> dict[str, bool]:
+    rows = aggregate(grades, tolerance=tolerance, pooled=False).rows("sim")
+    return dict(zip(rows["arm"], rows["passes"].astype(bool), strict=True))
+
+
+def _excess_derails(grades: pd.DataFrame, key: str, lever: Lever) -> bool:
+    """Did the arm's compressed answers derail significantly more often than the control's
+    second cleartext answers, in the planned repeats? Re-answering dilutes derails, so
+    there it must not be what reads the arm. A derail is a lone reading: below half its
+    cleartext answer's grade while the task's median repeat keeps `KEPT` of it (a task
+    hurt in every repeat is the prompt's harm, which re-answering does not dilute)."""
+    planned = grades[(grades["replicate"] < lever.repeats) & grades["grade_comp"].notna()]
+    planned = planned[planned["arm"].isin([key, CONTROL]) & (planned["grade_clear"] > 0)]
+    ratio = planned["grade_comp"] / planned["grade_clear"]
+    median = ratio.groupby([planned["arm"], planned["task_id"]]).transform("median")
+    lone = (ratio < DERAILED) & (median >= KEPT)
+    mine, control = (
+        int(lone[planned["arm"] == key].sum()),
+        int(lone[planned["arm"] == CONTROL].sum()),
+    )
+    if mine + control == 0:
+        return False
+    p = binomtest(mine, mine + control, 0.5, alternative="greater").pvalue
+    return bool(p < lever.derail_guard)
+
+
 def run_levers(
     world: Scenario,
     levers: Sequence[Lever] = LEVERS,
@@ -159,13 +326,22 @@ def run_levers(
     runs: int,
     seed: int,
     processes: int = 1,
+    derail_share: float | None = None,
 ) -> list[LeverResult]:
-    jobs = [
-        (world, lever, share, runs, seed)
+    """Every lever at every stable share (a bound at the first only); with `derail_share`
+    also the edge arm alone, that share of its harm extra derails (`derail_edge`)."""
+    jobs: list[tuple[Scenario, Lever, float, int, int, float | None]] = [
+        (world, lever, share, runs, seed, None)
         for i, share in enumerate(stable_shares)
         for lever in levers
         if i == 0 or not lever.bound  # a bound is read once, at the first share
     ]
+    if derail_share is not None:
+        jobs += [
+            (w, lever, share, runs, seed, derail_share)
+            for w, lever, share, *_ in jobs
+            if not lever.bound
+        ]
     if processes > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -174,6 +350,11 @@ def run_levers(
     return [_job(job) for job in jobs]
 
 
-def _job(job: tuple[Scenario, Lever, float, int, int]) -> LeverResult:
-    world, lever, share, runs, seed = job
+def _job(job: tuple[Scenario, Lever, float, int, int, float | None]) -> LeverResult:
+    world, lever, share, runs, seed, derails = job
+    if derails is not None:
+        arms = (derail_edge(world, share=derails),)
+        return run_lever(
+            world, lever, share, runs=runs, seed=seed, arms=arms, world_name=DERAIL_WORLD
+        )
     return run_lever(world, lever, share, runs=runs, seed=seed)
