@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent_tasks import last_output, tag
 from tokenlens.facts import fact_present
 from tokenlens.tasks import LOOKUP_TASKS_PATH, CalibrationTask, load_tasks
 from tokenlens.tokens import estimate_tokens
@@ -19,17 +20,6 @@ from derive import derive
 from kinds import LOOKUP_MAX_TOKENS
 
 TASKS = load_tasks(LOOKUP_TASKS_PATH)
-
-
-def tag(task: CalibrationTask, name: str) -> str:
-    (value,) = [t.split(":", 1)[1] for t in task.tags if t.startswith(name + ":")]
-    return value
-
-
-def last_output(task: CalibrationTask) -> tuple[str, str]:
-    assert task.body is not None
-    (result,) = [b for b in task.body["messages"][-1]["content"] if b["type"] == "tool_result"]
-    return result["tool_use_id"], result["content"]
 
 
 @pytest.mark.parametrize("task", TASKS, ids=[t.id for t in TASKS])

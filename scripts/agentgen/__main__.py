@@ -19,7 +19,7 @@ import random
 import sys
 from pathlib import Path
 
-from common import BODY_BINS, Candidate, body, spread, tool_ids
+from common import BODY_BINS, Candidate, body, spread, take_turns, tool_ids
 from derive import Unanswerable, derive
 from kinds import BODY_SETS, KINDS, LOOKUP_SETS
 
@@ -95,12 +95,7 @@ def capture_lookup(kind: str) -> list[CalibrationTask]:
         task = make_task(c, 0)
         if task is not None:
             groups.setdefault(task.tags[2], []).append(c)
-    queues = [groups[name] for name in sorted(groups)]
-    for queue in queues:
-        rng.shuffle(queue)
-    turns: list[Candidate] = []
-    while any(queues):
-        turns += [queue.pop() for queue in queues if queue]
+    turns = take_turns(groups, rng)
     tasks = [make_task(c, i + 1, kind) for i, c in enumerate(turns[:LOOKUP_COUNT])]
     return [t for t in tasks if t is not None]
 
