@@ -95,6 +95,11 @@ def test_with_no_task_file_the_lookup_set_its_first_tasks_two_tool_arms() -> Non
         assert words in banner
     kept, _ = scope_of("--tolerance", "0.95")
     assert kept.tolerance == 0.95 and kept.max_tasks_per_class == 20 + OFFLINE_SPARE_TASKS
+    # classes named on their own are the starter set's
+    starter, banner = scope_of("--classes", OFFLINE_CLASS)
+    assert starter.tasks != LOOKUP_TASKS_PATH and starter.classes == (OFFLINE_CLASS,)
+    assert starter.methods == ("safe", "prune") and "lookup set" not in banner
+    assert {t.task_class for t in starter.selected_tasks()} == {OFFLINE_CLASS}
 
 
 def test_options_the_user_passed_are_kept(tmp_path: Path) -> None:

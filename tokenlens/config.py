@@ -284,7 +284,8 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
     default = CalibrationConfig.model_validate({})
     updates: dict[str, object] = {}
     notes: list[str] = []
-    lookup = "tasks" not in given and config.tasks == default.tasks
+    # Classes named on their own are the starter set's (`--classes extraction`, `all`).
+    lookup = not {"tasks", "classes"} & given and config.tasks == default.tasks
     if lookup:
         updates["tasks"] = OFFLINE_TASKS
         notes.append(
@@ -297,7 +298,9 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
         chosen = next((name for name in OFFLINE_CLASSES if name in present), None)
         if chosen is not None:
             updates["classes"] = (chosen,)
-            notes.append(f"class {chosen} (widen: --classes all, or a list)")
+            notes.append(
+                f"class {chosen}" + ("" if lookup else " (widen: --classes all, or a list)")
+            )
     tolerance = config.tolerance
     if "tolerance" not in given:
         tolerance = updates["tolerance"] = OFFLINE_TOLERANCE
