@@ -8,6 +8,7 @@ Prints numbers; asserts nothing (timing goals live here, not in tests). Run:
     .venv/bin/python bench/bench_models.py --compare smollm2,gemma3-270m [--per-class 3]
     .venv/bin/python bench/bench_models.py --formats f16,q8_0 [--tasks 12]
     .venv/bin/python bench/bench_models.py --agent qwen2.5-coder-1.5b [--per-kind 5]
+    .venv/bin/python bench/bench_models.py --speed '{}' '{"flash_attn": true}'
 
 `--compare` answers the `--per-class` shortest tasks of every class of the starter set
 with each bundled model, the way the offline run asks (brief-answer instruction, greedy,
@@ -585,6 +586,43 @@ def compare_formats(formats: list[str], tasks_count: int, copies: int) -> None:
               f"{ended}/{n} | {size:.0f} MB | {load:.1f} |")  # fmt: skip
 
 
+def token_speed(settings: list[str]) -> None:
+    """Where an offline answer's CPU goes: prompt tokens and generated tokens per
+    CPU-second of the default model on one thread (as the run loads each copy), and the
+    CPU of loading a copy, for each llama.cpp setting given as JSON (`{}`: the defaults;
+    e.g. `{"n_batch": 2048, "n_ubatch": 2048}`, `{"flash_attn": true}`)."""
+    from llama_cpp import Llama
+
+    from tokenlens.models.local_load import default_model_path
+
+    text = Path("/usr/lib/python3.11/_sitebuiltins.py")
+    source = text.read_text() * 3 if text.is_file() else CONTEXT * 8
+    for raw in settings:
+        extra = json.loads(raw)
+        started = cpu_s()
+        llm = Llama(
+            model_path=str(default_model_path()), n_ctx=8192, n_threads=1, n_threads_batch=1,
+            seed=0, verbose=False, **extra,
+        )  # fmt: skip
+        row = [f"{raw}: load {cpu_s() - started:.2f} CPU s"]
+        tokens = llm.tokenize(source.encode())
+        for n in (100, 400, 800):
+            llm.reset()
+            started = cpu_s()
+            llm.eval(tokens[:n])
+            row.append(f"prompt {n}: {n / (cpu_s() - started):.1f} tok/CPU s")
+        llm.reset()
+        llm.eval(tokens[:400])
+        started, made = cpu_s(), 0
+        for _ in llm.generate(tokens[:400], temp=0.0, reset=True):  # the prefix is reused
+            made += 1
+            if made == 40:
+                break
+        row.append(f"generate 40: {made / (cpu_s() - started):.1f} tok/CPU s")
+        print("; ".join(row) + f" (load avg {os.getloadavg()[0]:.1f})", flush=True)
+        llm.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=40)
@@ -606,7 +644,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=12, help="tasks for --formats")
     parser.add_argument("--copies", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a few seconds (the test suite)")
+    parser.add_argument(
+        "--speed", nargs="*", default=None, help="llama.cpp settings as JSON, e.g. {} (--speed)"
+    )
     args = parser.parse_args()
+    if args.speed is not None:
+        token_speed(args.speed or ["{}"])
+        return
     if args.quick:  # the loopback rows only: the local model's take minutes on 2 cores
         args.calls, args.skip_local = 6, True
     if args.agent:

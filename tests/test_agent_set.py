@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent_tasks import last_output, tag
 from tokenlens.cli import main
 from tokenlens.facts import fact_present
 from tokenlens.tasks import AGENT_CLASSES, AGENT_TASKS_PATH, CalibrationTask, load_tasks
@@ -23,19 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "agentg
 from derive import derive
 
 TASKS = load_tasks(AGENT_TASKS_PATH)
-
-
-def tag(task: CalibrationTask, name: str) -> str:
-    (value,) = [t.split(":", 1)[1] for t in task.tags if t.startswith(name + ":")]
-    return value
-
-
-def last_output(task: CalibrationTask) -> tuple[str, str]:
-    """(tool_use_id, output) of the last tool_result: the output the question is about."""
-    assert task.body is not None
-    last = task.body["messages"][-1]
-    (result,) = [b for b in last["content"] if b["type"] == "tool_result"]
-    return result["tool_use_id"], result["content"]
 
 
 def test_six_kinds_of_at_least_sixty_tasks() -> None:

@@ -14,7 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tokenlens.tasks import DEFAULT_TASKS_PATH, CalibrationTask, load_tasks, select_tasks
+from tokenlens.tasks import (
+    DEFAULT_TASKS_PATH,
+    LOOKUP_TASKS_PATH,
+    CalibrationTask,
+    load_tasks,
+    select_tasks,
+)
 
 #: The methods of the ladder, gentlest first. `control` is not a rung and is always run.
 DEFAULT_METHODS: tuple[str, ...] = ("safe", "minify", "dedup", "prune", "select", "llmlingua2")
@@ -208,24 +214,36 @@ class CalibrationConfig(BaseModel):
 # choice is measured on the default model (`bench/bench_models.py --compare`, figures in
 # docs/benchmarks.md).
 
-#: The class: short factual answers (names, ids, amounts, dates) that the default model
-#: gets right most of the time and the reference metric can grade. Measured, the
-#: instruction-following class cost half the CPU but its answers (CSV, tables, redaction)
-#: were wrong on most tasks read by hand while the metric graded them >= 50. Used when the
-#: task file has it; else every class.
-OFFLINE_CLASS = "extraction"
+#: The task set when the user names none: one value read from a short tool output (a key
+#: of a botocore JSON model, a version in `pip show`, a number in a short module), which
+#: the default model reads right and the fact grader grades without noise; its prompts are
+#: a few hundred tokens, so an answer costs seconds. Measured on the default model, the
+#: starter set's `extraction` answers were right on under half the tasks read by hand and
+#: cost about 18 CPU-seconds each; the agent set's shortest file reads were right on 8 of
+#: 14 (docs/benchmarks.md).
+OFFLINE_TASKS = LOOKUP_TASKS_PATH
+#: The class, the first of these the task file has (else every class): the lookup set's,
+#: then the starter set's short factual answers (a user's `--tasks` file).
+OFFLINE_CLASSES: tuple[str, ...] = ("agent-lookup", "extraction")
+#: A 90 % tolerance: a provisional verdict needs 10 tasks with graded pairs (95 %: 20).
+OFFLINE_TOLERANCE = 0.9
 #: Tasks beyond what the evidence rule needs (`tasks_for_provisional`): a task whose
 #: cleartext or compressed answer is cut off at max_tokens, or whose cleartext answer
-#: grades 0, drops out of that arm's count. The default model's short factual answers end
-#: by themselves, so a few spare tasks suffice.
+#: grades 0, drops out of that arm's count.
 OFFLINE_SPARE_TASKS = 4
 OFFLINE_REPEATS = 1
 #: The gentlest rung and a lossy one: the walk stops at the first that fails.
 OFFLINE_METHODS: tuple[str, ...] = ("safe", "prune")
 OFFLINE_RATES: tuple[float, ...] = (0.6,)
-#: On tasks with tool results, the gentlest tool-output rung and a lossy one likewise.
+#: On tasks with tool results the text arms change nothing (they leave tool output alone),
+#: so the class's ladder is the gentlest tool-output rung, walked as the class's own arm
+#: (too few tasks per kind of output for a per-kind walk). One arm: on the lookup set a
+#: second (`elide@0.7`) took the run from about 330 to 480 CPU-seconds.
+OFFLINE_TOOL_METHODS: tuple[str, ...] = ("ext:tools-lossless",)
+#: Kept for a run that asks for tool rungs per kind (`--tool-rungs` unset, text arms given).
 OFFLINE_TOOL_RUNGS: tuple[str, ...] = ("lossless", "elide@0.7")
-OFFLINE_MAX_TOKENS = 192
+#: A single looked-up value is a sentence; a longer cap only pays for answers that ramble.
+OFFLINE_MAX_TOKENS = 64
 #: Greedy decoding. Sampled at temperature 1 (or even 0.3) a small model's two cleartext
 #: answers to one prompt grade far apart (SmolLM2: control losses of 30-80 % measured),
 #: which refuses the class as unmeasurable; greedy, the two are the same text and the
@@ -260,42 +278,76 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
     if config.resolved_backend() != "local":
         return OfflineScope(config)
     from tokenlens.decision.evidence import tasks_for_provisional
+    from tokenlens.fidelity import tool_outputs
 
     given = set(explicit) | set(config.model_fields_set)
     default = CalibrationConfig.model_validate({})
     updates: dict[str, object] = {}
     notes: list[str] = []
-    if config.classes is None and "classes" not in set(explicit):
-        present = {task.task_class for task in load_tasks(config.tasks)}
-        if OFFLINE_CLASS in present:
-            updates["classes"] = (OFFLINE_CLASS,)
-            notes.append(f"class {OFFLINE_CLASS} (widen: --classes all, or a list)")
-    if config.max_tasks_per_class is None:
-        count = tasks_for_provisional(config.tolerance) + OFFLINE_SPARE_TASKS
-        updates["max_tasks_per_class"] = count
-        updates["shortest_tasks_first"] = True
+    # Classes named on their own are the starter set's (`--classes extraction`, `all`).
+    lookup = not {"tasks", "classes"} & given and config.tasks == default.tasks
+    if lookup:
+        updates["tasks"] = OFFLINE_TASKS
         notes.append(
-            f"its {count} shortest tasks (a verdict needs "
-            f"{tasks_for_provisional(config.tolerance)} with graded pairs; widen: "
+            "the lookup set: one value read from a short tool output (widen: --tasks "
+            "tasks_data/agent, or tasks_data/starter)"
+        )
+    tasks_path = OFFLINE_TASKS if lookup else config.tasks
+    if config.classes is None and "classes" not in given:
+        present = {task.task_class for task in load_tasks(tasks_path)}
+        chosen = next((name for name in OFFLINE_CLASSES if name in present), None)
+        if chosen is not None:
+            updates["classes"] = (chosen,)
+            notes.append(
+                f"class {chosen}" + ("" if lookup else " (widen: --classes all, or a list)")
+            )
+    tolerance = config.tolerance
+    if "tolerance" not in given:
+        tolerance = updates["tolerance"] = OFFLINE_TOLERANCE
+        notes.append(
+            f"tolerance {OFFLINE_TOLERANCE:.0%} (--tolerance 0.95 needs "
+            f"{tasks_for_provisional(0.95)} tasks with graded pairs)"
+        )
+    if config.max_tasks_per_class is None:
+        need = tasks_for_provisional(tolerance)
+        count = need + OFFLINE_SPARE_TASKS
+        updates["max_tasks_per_class"] = count
+        # The lookup set's own order mixes its questions; another file's shortest are cheapest.
+        updates["shortest_tasks_first"] = not lookup
+        which = "first" if lookup else "shortest"
+        notes.append(
+            f"its {count} {which} tasks (a verdict needs {need} with graded pairs; widen: "
             "--max-tasks-per-class N)"
         )
     if "repeats" not in given:
         updates["repeats"] = OFFLINE_REPEATS
         notes.append(f"{OFFLINE_REPEATS} repeat (widen: --repeats 3)")
+    scoped = config.model_copy(update=updates)
+    with_tools = any(
+        task.body is not None and tool_outputs(task.body) for task in scoped.selected_tasks()
+    )
     if config.methods == default.methods and config.rates == default.rates:
-        updates["methods"], updates["rates"] = OFFLINE_METHODS, OFFLINE_RATES
-        ladder = " then ".join(
-            f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m for m in OFFLINE_METHODS
-        )
-        notes.append(f"arms {ladder} (widen: --methods safe,minify,prune --rates 0.8,0.6)")
-    if config.tool_rungs is None and "tool_rungs" not in given:
-        scoped = config.model_copy(update=updates)
-        if scoped.with_tool_rungs(scoped.selected_tasks()).tool_rungs:
-            updates["tool_rungs"] = OFFLINE_TOOL_RUNGS
+        if with_tools and config.tool_rungs is None and "tool_rungs" not in given:
+            updates["methods"], updates["tool_rungs"] = OFFLINE_TOOL_METHODS, ()
+            ladder = " then ".join(OFFLINE_TOOL_METHODS)
             notes.append(
-                f"tool-output rungs {' then '.join(OFFLINE_TOOL_RUNGS)} (widen: --tool-rungs "
-                "lossless,elide@0.9,elide@0.7,elide@0.5)"
+                f"arm {ladder} (widen: --methods ext:tools-lossless,ext:tools-elide@0.9,"
+                "ext:tools-elide@0.7)"
             )
+        else:
+            updates["methods"], updates["rates"] = OFFLINE_METHODS, OFFLINE_RATES
+            ladder = " then ".join(
+                f"{m}@{OFFLINE_RATES[0]:g}" if m in ("prune", "select") else m
+                for m in OFFLINE_METHODS
+            )
+            notes.append(f"arms {ladder} (widen: --methods safe,minify,prune --rates 0.8,0.6)")
+    unset_rungs = config.tool_rungs is None and "tool_rungs" not in given
+    if with_tools and unset_rungs and "tool_rungs" not in updates:
+        updates["tool_rungs"] = OFFLINE_TOOL_RUNGS
+        notes.append(
+            f"tool-output rungs {' then '.join(OFFLINE_TOOL_RUNGS)} (widen: --tool-rungs "
+            "lossless,elide@0.9,elide@0.7,elide@0.5)"
+        )
     if "max_tokens" not in given:
         updates["max_tokens"] = OFFLINE_MAX_TOKENS
         notes.append(f"answers up to {OFFLINE_MAX_TOKENS} tokens (--max-tokens N)")
@@ -308,7 +360,10 @@ def offline_scope(config: CalibrationConfig, *, explicit: Iterable[str] = ()) ->
             "greedy answers, so the control's noise floor reads 0 (sample: --temperature 1)"
         )
     if "judge" not in given:  # kept: an LLM judgement costs several answers' time offline
-        notes.append("graded by the reference metric (the model as blind judge too: --judge both)")
+        notes.append(
+            "graded by the fact grader, or the reference metric for tasks without facts "
+            "(the model as blind judge too: --judge both)"
+        )
     if not updates:
         return OfflineScope(config)
     return OfflineScope(config.model_copy(update=updates), tuple(notes))

@@ -54,6 +54,10 @@ AGENT_CLASSES: tuple[str, ...] = (
 DEFAULT_TASKS_PATH = Path(__file__).resolve().parent.parent / "tasks_data" / "starter"
 #: The bundled agent set: Messages bodies with real tool output and exact answer facts.
 AGENT_TASKS_PATH = DEFAULT_TASKS_PATH.parent / "agent"
+#: The lookup set: one value read from a short tool output (a JSON document, a short file,
+#: `pip show`), made like the agent set; what an offline run measures by default.
+LOOKUP_TASKS_PATH = DEFAULT_TASKS_PATH.parent / "lookup"
+LOOKUP_CLASSES: tuple[str, ...] = ("agent-lookup",)
 
 
 class Turn(BaseModel):

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 
-from common import BODY_BINS, Candidate, body, spread, tool_ids
+from common import BODY_BINS, Candidate, body, spread, take_turns, tool_ids
 from derive import Unanswerable, derive
-from kinds import BODY_SETS, KINDS
+from kinds import BODY_SETS, KINDS, LOOKUP_SETS
 
 from tokenlens.facts import Fact
 from tokenlens.tasks import CalibrationTask, write_tasks
 
 OUT = Path(__file__).resolve().parents[2] / "tasks_data" / "agent"
+#: Where a lookup set goes (kinds.LOOKUP_SETS), and how many tasks it keeps.
+LOOKUP_OUT = OUT.parent / "lookup"
+LOOKUP_COUNT = 24
 #: Split a kind's file before it reaches the house limit of 5 MB.
 SPLIT_BYTES = 4_000_000
 
@@ -81,6 +85,21 @@ def capture(kind: str) -> list[CalibrationTask]:
     return [t for t in tasks if t is not None]
 
 
+def capture_lookup(kind: str) -> list[CalibrationTask]:
+    """A lookup set: every answerable candidate, its questions (templates) taking turns in a
+    seeded order, the first `LOOKUP_COUNT` kept, numbered in that order (so the first N
+    tasks of the file mix the templates)."""
+    rng = random.Random(kind)
+    groups: dict[str, list[Candidate]] = {}
+    for c in LOOKUP_SETS[kind]():
+        task = make_task(c, 0)
+        if task is not None:
+            groups.setdefault(task.tags[2], []).append(c)
+    turns = take_turns(groups, rng)
+    tasks = [make_task(c, i + 1, kind) for i, c in enumerate(turns[:LOOKUP_COUNT])]
+    return [t for t in tasks if t is not None]
+
+
 def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
     """A body set's file is named body-<kind>: it loads after its kind's own files, so the
     first N tasks of a class stay the same sample."""
@@ -106,9 +125,15 @@ def write(kind: str, tasks: list[CalibrationTask]) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kinds", nargs="*", default=[*KINDS, *BODY_SETS])
+    parser.add_argument("kinds", nargs="*", default=[*KINDS, *BODY_SETS, *LOOKUP_SETS])
     args = parser.parse_args()
     for kind in args.kinds:
+        if kind in LOOKUP_SETS:
+            tasks = capture_lookup(kind)
+            LOOKUP_OUT.mkdir(exist_ok=True)
+            write_tasks(tasks, LOOKUP_OUT / f"{kind}.jsonl")
+            print(f"{kind}: {len(tasks)} tasks -> {LOOKUP_OUT / kind}.jsonl", file=sys.stderr)
+            continue
         tasks = capture(kind)
         paths = write(kind, tasks)
         print(f"{kind}: {len(tasks)} tasks -> {', '.join(p.name for p in paths)}", file=sys.stderr)

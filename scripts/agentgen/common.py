@@ -153,6 +153,17 @@ def tool_ids(key: str, n: int) -> list[str]:
     return ["toolu_01" + "".join(rng.choice(alphabet) for _ in range(22)) for _ in range(n)]
 
 
+def take_turns(groups: dict[str, list[Candidate]], rng: random.Random) -> list[Candidate]:
+    """The groups' candidates, each group shuffled, one from each group in turn."""
+    queues = [groups[name] for name in sorted(groups)]
+    for queue in queues:
+        rng.shuffle(queue)
+    turns: list[Candidate] = []
+    while any(queues):
+        turns += [queue.pop() for queue in queues if queue]
+    return turns
+
+
 def spread(
     candidates: Sequence[Candidate],
     seed: str,
@@ -170,12 +181,7 @@ def spread(
         for c in candidates:
             if low <= c.tokens < high:
                 groups.setdefault(group(c), []).append(c)
-        queues = [groups[name] for name in sorted(groups)]
-        for queue in queues:
-            rng.shuffle(queue)
-        turns: list[Candidate] = []
-        while any(queues):
-            turns += [queue.pop() for queue in queues if queue]
+        turns = take_turns(groups, rng)
         take = min(len(turns), want + carry)
         carry = want + carry - take
         chosen.extend(turns[:take])

@@ -677,6 +677,43 @@ def oneline_count(_: object, output: str) -> Derived:
     return question, [("number", str(n))], _n(n, "commit") + "."
 
 
+# --- short lookups (the offline set): one value read from a short JSON document or report --
+
+
+def json_paginator_key(arg: list[str], output: str) -> Derived:
+    """The value of one key of one paginator in botocore's `pagination` map; the value must
+    tell that paginator from the others (no other paginator has it under that key), and not
+    be guessable from the question (`Channels` for `ListChannels` is not asked)."""
+    operation, key = arg
+    data = json.loads(output)
+    _need(isinstance(data, dict) and len(data) >= 2, "fewer than two paginators")
+    value = data.get(operation, {}).get(key)
+    _need(isinstance(value, str) and bool(value), f"{operation}.{key} is not a string")
+    others = [v.get(key) for name, v in data.items() if name != operation and isinstance(v, dict)]
+    _need(value not in others, f"{operation}.{key} is shared with another paginator")
+    _need(value.lower() not in operation.lower(), f"{value} can be guessed from {operation}")
+    question = f"What is the `{key}` of the `{operation}` paginator?"
+    return question, [("name", value)], f"`{value}`."
+
+
+_PIP_FIELD = re.compile(r"^([A-Za-z-]+): ?(.*)$")
+
+
+def pip_show_version(name: str, output: str) -> Derived:
+    """The version `pip show` gives for one of the packages it shows; no other package
+    shown has that version."""
+    blocks = [
+        dict(m.groups() for m in map(_PIP_FIELD.match, block.splitlines()) if m)
+        for block in output.split("\n---\n")
+    ]
+    versions = {b.get("Name", ""): b.get("Version", "").strip() for b in blocks}
+    value = versions.get(name, "")
+    _need(len(blocks) >= 2 and bool(value), f"{name} not among several packages shown")
+    _need(list(versions.values()).count(value) == 1, f"{name}'s version is shared")
+    question = f"Which version of `{name}` is installed, according to pip?"
+    return question, [("version", value)], f"{name} {value}."
+
+
 TEMPLATES: dict[str, Callable[..., Derived]] = {
     "search-def": search_def,
     "search-count-files": search_count_files,
@@ -715,6 +752,8 @@ TEMPLATES: dict[str, Callable[..., Derived]] = {
     "oneline-count": oneline_count,
     "git-body-ref": git_body_ref,
     "git-coauthor": git_coauthor,
+    "json-paginator-key": json_paginator_key,
+    "pip-show-version": pip_show_version,
 }
 
 

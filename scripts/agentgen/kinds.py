@@ -7,6 +7,7 @@ about it. Which candidates become tasks is decided by size (common.spread). One 
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import random
@@ -18,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 from common import Candidate, Round, run
+
+from tokenlens.tokens import estimate_tokens
 
 STDLIB = Path(f"/usr/lib/python{sys.version_info.major}.{sys.version_info.minor}")
 STDLIB_SRC = f"Python {sys.version_info.major}.{sys.version_info.minor} standard library ({STDLIB})"
@@ -620,6 +623,101 @@ def vcs_body() -> list[Candidate]:
     return out
 
 
+#: The lookup set's outputs stay short (estimated tokens), so a prompt is a few hundred
+#: tokens and the embedded model answers in seconds (the offline default scope).
+LOOKUP_MAX_TOKENS = 420
+LOOKUP_MIN_TOKENS = 60
+
+
+def lookup() -> list[Candidate]:
+    """One value looked up in a short tool output: a key of a paginator in botocore's JSON
+    models, a module-level number in a short standard-library file, the version `pip show`
+    gives for one of three packages. Each candidate asks one question of its output."""
+    import importlib.metadata as md
+
+    rng = random.Random("agent-lookup")
+    out: list[Candidate] = []
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin"}
+    source = f"botocore {md.version('botocore')} service models"
+    newest = {p.parent.parent.name: p for p in sorted(BOTOCORE.glob("*/*/paginators-1.json"))}
+    for path in newest.values():  # an API's newest version only
+        rel = path.relative_to(SITE)
+        pages = json.loads(path.read_text()).get("pagination", {})
+        command = f"jq '.pagination' {rel}"
+        output = run(command, SITE)
+        if not LOOKUP_MIN_TOKENS <= estimate_tokens(output) <= LOOKUP_MAX_TOKENS:
+            continue
+        operation = rng.choice(sorted(pages))
+        keys = ["result_key", "limit_key", "output_token"]
+        out.append(
+            Candidate(
+                kind="agent-lookup",
+                key=f"paginators-{rel.parts[2]}",
+                request=f"How does botocore paginate the `{rel.parts[2]}` API?",
+                rounds=[Round("bash", {"command": command, "cwd": str(SITE)}, output)],
+                templates=[("json-paginator-key", [operation, k]) for k in keys],
+                source=source,
+                licence="Apache-2.0",
+            )
+        )
+    for i, path in enumerate(_stdlib_files()):
+        rel = path.relative_to(STDLIB)
+        output = run(f"cat -n {rel}", STDLIB)
+        if not LOOKUP_MIN_TOKENS <= estimate_tokens(output) <= LOOKUP_MAX_TOKENS:
+            continue
+        try:
+            tree = ast.parse(path.read_text())
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        stored = Counter(
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        )
+        names = sorted(  # assigned at module level and nowhere else: one value to give
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name) and stored[t.id] == 1
+        )
+        for name in rng.sample(names, min(2, len(names))):
+            out.append(
+                Candidate(
+                    kind="agent-lookup",
+                    key=f"constant-{rel}-{name}",
+                    request=f"Open `{rel}` from the standard library and help me understand it.",
+                    rounds=[_read_round(i, path, output)],
+                    templates=[("read-constant", name)],
+                    source=STDLIB_SRC,
+                    licence=PSF,
+                )
+            )
+    names = sorted(  # not the chunk packages that carry the offline model's file
+        {
+            d.metadata["Name"]
+            for d in md.distributions()
+            if d.metadata["Name"] and not re.search(r"-part\d+$", d.metadata["Name"])
+        }
+    )
+    for k in range(12):
+        shown = rng.sample(names, 3)
+        command = "python -m pip show " + " ".join(shown)
+        output = run(command, env=env)
+        if not LOOKUP_MIN_TOKENS <= estimate_tokens(output) <= LOOKUP_MAX_TOKENS:
+            continue
+        out.append(
+            Candidate(
+                kind="agent-lookup",
+                key=f"pip-show-{k:02d}",
+                request="Which versions of these packages are installed here?",
+                rounds=[Round("bash", {"command": command}, output)],
+                templates=[("pip-show-version", shown[rng.randrange(3)])],
+                source="pip show of this project's environment (package metadata)",
+                licence="metadata of PyPI packages",
+            )
+        )
+    return out
+
+
 KINDS = {
     "agent-search": search,
     "agent-listing": listing,
@@ -634,3 +732,5 @@ BODY_SETS = {
     "agent-file-read-body": file_read_body,
     "agent-vcs-body": vcs_body,
 }
+#: Written to tasks_data/lookup/ (the offline default scope reads it), not to the agent set.
+LOOKUP_SETS = {"agent-lookup": lookup}

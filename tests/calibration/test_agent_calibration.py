@@ -15,7 +15,7 @@ from tokenlens.calibration import stages
 from tokenlens.calibration.session import open_calibration
 from tokenlens.config import CalibrationConfig
 from tokenlens.fact_judge import FACTS
-from tokenlens.tasks import AGENT_TASKS_PATH
+from tokenlens.tasks import AGENT_TASKS_PATH, LOOKUP_TASKS_PATH
 from tokenlens.testing import FakeAnthropic
 
 
@@ -91,6 +91,32 @@ def test_with_the_llm_judge_the_fact_grader_grades_beside_it(
     facts = {(r["task_id"], r["arm"]) for r in grades if r["judge"] == FACTS}
     assert llm == facts  # every pair, graded by both
     assert "judge `facts`" in report
+
+
+def test_a_tool_arm_on_the_class_ladder_is_decided_by_the_class_walk(
+    tmp_path: Path, anthropic: FakeAnthropic
+) -> None:
+    """`methods` holding a tool-output arm (the offline default scope's ladder): the class's
+    own walk decides it, and the per-kind walk does not see it."""
+    config = agent_config(
+        tmp_path,
+        tasks=LOOKUP_TASKS_PATH,
+        classes=("agent-lookup",),
+        max_tasks_per_class=2,
+        methods=("ext:tools-lossless",),
+        tool_rungs=(),
+    )
+    grades, _ = run(config)
+    assert {r["arm"] for r in grades} == {"control", "ext:tools-lossless"}
+    (run_dir,) = (Path(config.store) / "runs").iterdir()
+    curve = pq.read_table(run_dir / "curve.parquet").to_pylist()
+    walked = {(r["task_class"], r["arm"]) for r in curve if r["task_class"] == "agent-lookup"}
+    assert walked == {("agent-lookup", "control"), ("agent-lookup", "ext:tools-lossless")}
+    assert not (run_dir / "tool_curve.parquet").exists()  # no per-kind walk of it
+    (policy_file,) = (Path(config.reports) / "runs").glob("*/policy.json")
+    policy = json.loads(policy_file.read_text())
+    assert policy["classes"]["agent-lookup"]["cause"] != "unmeasurable"
+    assert not policy.get("tool_output")
 
 
 @pytest.mark.slow

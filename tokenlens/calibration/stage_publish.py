@@ -29,7 +29,7 @@ def aggregate_stage(cal: Calibration, grades: list[GradeRow]) -> Curve:
 
     df = pd.DataFrame(grades, columns=tables.GRADES.names)
     curve = aggregate(
-        without_tool_arms(df),
+        without_tool_arms(df, keep=class_tool_arms(cal)),
         tolerance=cal.config.tolerance,
         mode=cal.config.mode,
         judge=judge_name_for(cal.config, cal.model),
@@ -59,6 +59,17 @@ def run_reports_dir(reports: str | Path | Location, run_id: str) -> Location:
     return location(reports).child("runs", run_id)
 
 
+def class_tool_arms(cal: Calibration) -> list[str]:
+    """The tool-output arms on the class's own ladder (in `methods`, not in `tool_rungs`):
+    the class's walk decides them, not the per-kind walk."""
+    from tokenlens.compress.arms import build_ladder
+    from tokenlens.decision.tool_kinds import is_tool_arm, tool_arm_key
+
+    rungs = {tool_arm_key(rung) for rung in cal.config.tool_rungs or ()}
+    ladder = build_ladder(cal.config.methods, cal.config.rates)
+    return [arm.key for arm in ladder if is_tool_arm(arm.key) and arm.key not in rungs]
+
+
 def with_tool_output(
     cal: Calibration, policy: Policy, grades: list[GradeRow], tasks: list[CalibrationTask]
 ) -> Policy:
@@ -66,10 +77,10 @@ def with_tool_output(
     as the `tool_curve` table when the run graded any)."""
     import pandas as pd
 
-    from tokenlens.decision.tool_kinds import decide_tool_kinds
+    from tokenlens.decision.tool_kinds import decide_tool_kinds, only_tool_rungs
 
     entries, curve = decide_tool_kinds(
-        pd.DataFrame(grades, columns=tables.GRADES.names),
+        only_tool_rungs(pd.DataFrame(grades, columns=tables.GRADES.names), class_tool_arms(cal)),
         tasks,
         tolerance=cal.config.tolerance,
         mode=cal.config.mode,
@@ -132,7 +143,9 @@ def publish_stage(
         deciding = judge_name_for(cal.config, cal.model)
         other = next(name for name in judges if name != deciding)
         agreement = judge_agreement(
-            without_tool_arms(pd.DataFrame(grades, columns=tables.GRADES.names)),
+            without_tool_arms(
+                pd.DataFrame(grades, columns=tables.GRADES.names), keep=class_tool_arms(cal)
+            ),
             judges=(deciding, other),
             tolerance=cal.config.tolerance,
             mode=cal.config.mode,

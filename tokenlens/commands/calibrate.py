@@ -280,6 +280,12 @@ def run_calibration(params: CalibrateParams, *, out: Path | None = None) -> int:
             f"         in flight at a kill: {plural(result.in_flight_calls, 'call')} sent with "
             "no answer stored (the upstream may have billed them)"
         )
+    if config.resolved_backend() == "local":  # does the verdict rest on right answers?
+        from tokenlens.calibration.store import Store
+        from tokenlens.competence import cleartext_lines
+
+        for line in cleartext_lines(Store(config.store, result.run_id).read("grades")):
+            print(f"model:   {line}")
     policy = load_policy(location(result.policy_path))
     for line in outcome_lines(policy, result.exit_code):
         print(line)

@@ -6,7 +6,13 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from tokenlens.tasks import AGENT_CLASSES, DEFAULT_TASKS_PATH, KNOWN_CLASSES, load_tasks
+from tokenlens.tasks import (
+    AGENT_CLASSES,
+    DEFAULT_TASKS_PATH,
+    KNOWN_CLASSES,
+    LOOKUP_CLASSES,
+    load_tasks,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,8 +88,10 @@ def run_validate(args: argparse.Namespace) -> int:
     )
     print(header)
     print("-" * len(header))
-    # an agent set is checked against the agent classes, any other against the starter's
-    family = AGENT_CLASSES if set(sizes) <= set(AGENT_CLASSES) else KNOWN_CLASSES
+    # an agent (or lookup) set is checked against its own classes, any other the starter's
+    family = next(
+        (f for f in (AGENT_CLASSES, LOOKUP_CLASSES) if set(sizes) <= set(f)), KNOWN_CLASSES
+    )
     ordered = [c for c in family if c in sizes] + sorted(set(sizes) - set(family))
     for name in ordered:
         values = sorted(sizes[name])

@@ -154,6 +154,16 @@ def decide_tool_kinds(
     return ({} if curve is None else tool_entries(curve)), curve
 
 
-def without_tool_arms(grades: pd.DataFrame) -> pd.DataFrame:
-    """The grades a class's own walk reads: every arm but the tool rungs."""
-    return grades[~grades["arm"].astype(str).map(is_tool_arm)]
+def without_tool_arms(grades: pd.DataFrame, keep: Iterable[str] = ()) -> pd.DataFrame:
+    """The grades a class's own walk reads: every arm but the tool rungs. A tool arm named
+    in `keep` (the run's `methods`: the user put it on the class's own ladder, as the
+    offline default scope does) stays."""
+    kept = set(keep)
+    arms = grades["arm"].astype(str)
+    return grades[~arms.map(is_tool_arm) | arms.isin(kept)]
+
+
+def only_tool_rungs(grades: pd.DataFrame, class_arms: Iterable[str]) -> pd.DataFrame:
+    """The grades the per-kind walk reads: without the tool arms that are a class's own
+    (`without_tool_arms`' `keep`), which the class's walk decides."""
+    return grades[~grades["arm"].astype(str).isin(set(class_arms))]
