@@ -22,6 +22,8 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --derail-cost 1000   # what derails cost
        .venv/bin/python bench/bench_simulation.py --lone-derail 1000   # derails set aside
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
+       .venv/bin/python bench/bench_simulation.py --paired 1000 --worlds noisy --designs 60x3 \
+           --why   # one cell, and why each run certified by one design only was missed
        .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
        .venv/bin/python bench/bench_simulation.py --judge-levers 500 --levers "re-answer|4 rep"
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
@@ -33,6 +35,7 @@ import argparse
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -238,27 +241,37 @@ def _answers(rng: np.random.Generator, quality: np.ndarray, rate: float, count: 
 PAIRED_DESIGNS = ((20, 3), (60, 3))
 
 
-def paired(runs: int, seed: int, processes: int = 2) -> None:
-    """Fixed vs sequential on the same draws, in the concentrated and noisy worlds.
+def paired(
+    runs: int,
+    seed: int,
+    processes: int = 2,
+    *,
+    worlds: Sequence[str] = ("concentrated", "noisy"),
+    cells: Sequence[tuple[int, int]] = PAIRED_DESIGNS,
+    why: bool = False,
+) -> None:
+    """Fixed vs sequential on the same draws, in the concentrated and noisy worlds
+    (or `worlds`, at `cells`).
 
     Per design: how often the ladder class is published ✓, the share of the oracle's
     savings ✓ entries alone deliver (what a proxy without `--allow-provisional` applies),
     answers paid, power, the borderline arm's false application; then paired: the share of
     the fixed design's ✓ runs the sequential design also certifies, and the edge arm's
     discordant runs (applied by one design only) with an exact McNemar p-value. Then the
-    noisy world's power (each arm alone, as the CEILING reads it) against the ceiling."""
+    noisy world's power (each arm alone, as the CEILING reads it) against the ceiling.
+    With `why`, each run where one design alone certifies, and what the other one did."""
     from scipy.stats import binomtest
 
-    worlds = {k: WORLDS[k] for k in ("concentrated", "noisy")}
-    study = run_study(
-        worlds, PAIRED_DESIGNS, dict.fromkeys(PAIRED_DESIGNS, runs), seed=seed, processes=processes
-    )
+    from tokenlens.simulate_why import tally
+
+    chosen = {k: WORLDS[k] for k in worlds}
+    study = run_study(chosen, cells, dict.fromkeys(cells, runs), seed=seed, processes=processes)
     print(
         f"\n{'paired world':15} {'design':>6} {'':>10} {'runs':>5} {'✓ rate':>7} "
         f"{'✓ value':>8} {'answers':>8} {'power':>7} {'alone':>7} {'false':>6}"
     )
-    for name in worlds:
-        for n, r in PAIRED_DESIGNS:
+    for name in chosen:
+        for n, r in cells:
             fixed, seq = (study.cell(name, n, r, d) for d in ("fixed", "sequential"))
             for t in (fixed, seq):
                 print(
@@ -277,6 +290,18 @@ def paired(runs: int, seed: int, processes: int = 2) -> None:
                 f"its answers (goal <= 0.70); edge arm (true 0.94) applied by fixed only {b}, "
                 f"by sequential only {c}: McNemar p = {p:.3f} ({against})"
             )
+            for design, other in ((fixed, seq), (seq, fixed)):
+                if not design.certified_only:
+                    continue
+                causes = ", ".join(f"{k} {v}" for k, v in tally(design.certified_only).items() if v)
+                print(
+                    f"WHY {n}x{r} {name}: {len(design.certified_only)} runs ✓ by "
+                    f"{design.design} only; {other.design}: {causes}"
+                )
+                for line in design.certified_only if why else ():
+                    print(f"  {other.design} {line}")
+    if ("noisy" not in chosen) or (60, 3) not in cells:
+        return
     held, best = ceiling(60, 4000, seed)
     top = float(np.mean([held[t] for t in TRUTHS[1:]]))
     top_best = float(np.mean([best[t] for t in TRUTHS[1:]]))
@@ -354,6 +379,15 @@ def simulate_study_of(
     return study_of_arms(cells, runs=runs, seed=seed, modes=("interval",), interval_method=method)
 
 
+def _designs(text: str) -> list[tuple[int, int]]:
+    """`20x3,60x3` -> [(20, 3), (60, 3)]."""
+    out: list[tuple[int, int]] = []
+    for part in text.split(","):
+        n, r = part.split("x")
+        out.append((int(n), int(r)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few runs, two worlds: seconds")
@@ -382,7 +416,13 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=0,
         metavar="RUNS",
-        help="only compare fixed and sequential (✓ rates, answers, edge discordance), paired",
+        help="only compare fixed and sequential (✓ rates, answers, edge discordance), paired;"
+        " --worlds and --designs select cells",
+    )
+    parser.add_argument(
+        "--why",
+        action="store_true",
+        help="with --paired: each run certified by one design only, and what the other did",
     )
     parser.add_argument(
         "--judge-levers",
@@ -406,7 +446,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.paired or args.judge_levers:
         start = time.perf_counter()
         if args.paired:
-            paired(args.paired, args.seed, args.processes)
+            paired(
+                args.paired,
+                args.seed,
+                args.processes,
+                worlds=args.worlds.split(",") if args.worlds else ("concentrated", "noisy"),
+                cells=_designs(args.designs) if args.designs else PAIRED_DESIGNS,
+                why=args.why,
+            )
         if args.judge_levers:
             judge_levers(
                 args.judge_levers, args.seed, args.processes, args.levers, args.derail_share
@@ -431,8 +478,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worlds:
         worlds = {name: WORLDS[name] for name in args.worlds.split(",")}
     if args.designs:
-        wanted = [tuple(map(int, d.split("x"))) for d in args.designs.split(",")]
-        designs = [(n, r) for n, r in wanted]
+        designs = _designs(args.designs)
     runs_for = {d: (args.runs if d == (20, 3) else args.other_runs) for d in designs}
     if args.quick:
         worlds = {k: worlds[k] for k in ("concentrated", "noisy")}

@@ -29,6 +29,7 @@ from tokenlens.decision import aggregate, decide
 from tokenlens.decision.sequential import ClassPlan, SequentialSettings, run_sequential
 from tokenlens.simulate import DEFAULT_SCENARIOS, Scenario, SimArm, simulate_grades
 from tokenlens.simulate_sequential import answers_for_cells, calls_for_cells, table_oracle
+from tokenlens.simulate_why import explain
 
 TOLERANCE = 0.95
 #: The arm that must not be applied: one point below the tolerance.
@@ -106,6 +107,9 @@ class CellTally:
     #: applied the borderline arm, and runs where both published the ladder ✓.
     edge_only: int = 0
     certified_both: int = 0
+    #: Runs where only this design published the ladder ✓: why the other did not
+    #: (`tokenlens.simulate_why.explain`, prefixed with the run's number).
+    certified_only: list[str] = field(default_factory=list)
 
     @property
     def false_rate(self) -> float:
@@ -146,7 +150,7 @@ class CellTally:
 
     def add(self, other: CellTally) -> None:
         for f in fields(self):
-            if f.type in ("int", "float") and f.name not in ("tasks", "repeats"):
+            if f.type in ("int", "float", "list[str]") and f.name not in ("tasks", "repeats"):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
@@ -172,9 +176,9 @@ def _outcome(curve_table: pd.DataFrame, task_class: str, paid: pd.DataFrame) -> 
 
 def _decisions(
     table: pd.DataFrame, arms: Sequence[SimArm], task_class: str, repeats: int
-) -> tuple[dict[str, Outcome], set[str]]:
-    """Fixed and sequential: what each published and paid, on one draw; and the arms that
-    pass on their own in the fixed design."""
+) -> tuple[dict[str, Outcome], set[str], dict[str, tuple[pd.DataFrame, pd.DataFrame]]]:
+    """Fixed and sequential: what each published and paid, on one draw; the arms that
+    pass on their own in the fixed design; and each design's curve rows and paid grades."""
     fixed = aggregate(table, tolerance=TOLERANCE, pooled=False)
     rows = fixed.rows(task_class)
     passing = set(rows.loc[rows["passes"].astype(bool), "arm"])
@@ -182,10 +186,18 @@ def _decisions(
     plan = ClassPlan(task_class, tuple(sorted(set(table["task_id"]))), ladder)
     settings = SequentialSettings(tolerance=TOLERANCE, max_repeats=repeats)
     seq = run_sequential([plan], table_oracle(table), settings)
-    return {
-        "fixed": _outcome(fixed.table, task_class, table),
-        "sequential": _outcome(seq.curve.table, task_class, seq.grades),
-    }, passing
+    read = {
+        "fixed": (fixed.rows(task_class), table),
+        "sequential": (seq.curve.rows(task_class), seq.grades),
+    }
+    return (
+        {
+            "fixed": _outcome(fixed.table, task_class, table),
+            "sequential": _outcome(seq.curve.table, task_class, seq.grades),
+        },
+        passing,
+        read,
+    )
 
 
 def run_cell(
@@ -198,11 +210,11 @@ def run_cell(
     truth = {a.key: a for a in LADDER}
     order = [a.key for a in sorted(LADDER, key=lambda a: a.reduction)]
     oracle = max(a.reduction for a in LADDER if a.true_retention >= TOLERANCE)
-    for _ in range(runs):
+    for run in range(runs):
         border = simulate_grades(replace(base, arms=BORDERLINE), rng, task_class="border")
         ladder = simulate_grades(replace(base, arms=LADDER), rng, task_class="ladder")
-        border_out, _ = _decisions(border, BORDERLINE, "border", repeats)
-        ladder_out, passing = _decisions(ladder, LADDER, "ladder", repeats)
+        border_out, _, _ = _decisions(border, BORDERLINE, "border", repeats)
+        ladder_out, passing, read = _decisions(ladder, LADDER, "ladder", repeats)
         for design, tally in tallies.items():
             other = DESIGN_NAMES[1 - DESIGN_NAMES.index(design)]
             edge, out = border_out[design], ladder_out[design]
@@ -214,6 +226,11 @@ def run_cell(
             tally.edge_only += int(edge.chosen is not None and border_out[other].chosen is None)
             tally.certified += int(out.certified)
             tally.certified_both += int(out.certified and ladder_out[other].certified)
+            if out.certified and not ladder_out[other].certified:
+                why = explain(
+                    *read[other], order, chosen, tolerance=TOLERANCE, full=(tasks, repeats)
+                )
+                tally.certified_only.append(f"#{run} {why}")
             reached = order.index(chosen) if chosen is not None else -1
             for i, key in enumerate(order):
                 if truth[key].true_retention >= TOLERANCE + 0.02 - 1e-9:

@@ -7,12 +7,21 @@ at ? once the arm has cleared at 20 tasks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
+from tokenlens.compress.arms import CONTROL
 from tokenlens.decision import aggregate, decide
-from tokenlens.decision.sequential import ClassPlan, SequentialSettings, run_sequential
+from tokenlens.decision.sequential import (
+    Cell,
+    ClassPlan,
+    Oracle,
+    SequentialSettings,
+    run_sequential,
+)
 from tokenlens.simulate import SimArm, simulate_grades
 from tokenlens.simulate_sequential import calls_for_cells, table_oracle
 from tokenlens.simulate_study import WORLDS
@@ -45,7 +54,6 @@ def test_a_lossless_arm_on_a_60_task_pool_is_certified_as_often_as_the_fixed_des
 
 def test_only_the_arm_the_walk_would_publish_is_sampled_on_toward_the_check() -> None:
     from tests.decision.test_sequential import REDUCTIONS, scripted_oracle
-    from tokenlens.decision.sequential import Cell
 
     ratio = {"safe": 1.0, "prune@0.8": 1.0, "prune@0.6": 0.6}
     log: list[Cell] = []
@@ -86,3 +94,62 @@ def test_the_rounds_artifact_says_which_classes_stop_at_provisional() -> None:
     text = rounds_markdown(summary, 90, stops={"qa": why})
     assert "stop at ?" in text and f"- `qa`: {why}" in text
     assert "stop at ?" not in rounds_markdown(summary, 90)
+
+
+def _floor_oracle(control: dict[int, tuple[float, float]], log: list[Cell]) -> Oracle:
+    """A lossless arm; the control's second answer keeps, per replicate, one of two shares
+    of the first (even tasks, odd tasks): its noise floor is what those shares make it."""
+    from tests.decision.test_sequential import REDUCTIONS, scripted_oracle
+
+    arms = scripted_oracle({"prune@0.8": 1.0}, [], {"prune@0.8": 0.0})
+
+    def oracle(cells: Sequence[Cell]) -> pd.DataFrame:
+        log.extend(cells)
+        rows = arms(cells)
+        ctrl = rows["arm"] == CONTROL
+        task = rows["task_id"].str.split("-").str[1].astype(int)
+        keep = [control[r][t % 2] for r, t in zip(rows["replicate"], task, strict=True)]
+        rows.loc[ctrl, "grade_comp"] = (rows["grade_clear"] * keep)[ctrl].round()
+        assert set(REDUCTIONS) >= set(rows["arm"]) - {CONTROL}
+        return rows
+
+    return oracle
+
+
+def _cells(plan: ClassPlan, repeats: int) -> list[Cell]:
+    return [
+        Cell(plan.task_class, arm, task, rep)
+        for arm in (CONTROL, *plan.arms)
+        for task in plan.tasks
+        for rep in range(repeats)
+    ]
+
+
+def test_a_floor_read_on_fewer_repeats_does_not_certify_what_the_full_control_refuses() -> None:
+    # The first repeat's control reads a 4.8 % floor (under the 5 % a ✓ allows), the
+    # full control 6.9 %: the fixed design gives ? on these pairs; a ✓ read at the first
+    # 60-task look would stand on a floor the rest of the control contradicts.
+    plan = ClassPlan("x", tuple(f"x-{i:02d}" for i in range(60)), ("prune@0.8",))
+    control = {0: (0.905, 1.0), 1: (0.92, 0.92), 2: (0.92, 0.92)}
+    full = _floor_oracle(control, [])(_cells(plan, 3))
+    fixed = decide(
+        aggregate(full, tolerance=0.95, pooled=False), calibration_id="seq-test", model="m"
+    )
+    assert fixed.classes["x"].verdict == "provisional"
+    log: list[Cell] = []
+    seq = run_sequential([plan], _floor_oracle(control, log), SequentialSettings(max_repeats=3))
+    entry = decide(seq.curve, calibration_id="seq-test", model="m").classes["x"]
+    assert entry.arm is not None and entry.arm.key == "prune@0.8"
+    assert entry.verdict == "provisional"
+    assert {c.replicate for c in log if c.arm == CONTROL} == {0, 1, 2}
+
+
+def test_a_floor_shown_within_the_tolerance_certifies_at_the_first_60_task_look() -> None:
+    # A quiet control (a 1 % floor, its interval well under 5 %): ✓ at 60 x 1, no repeats.
+    plan = ClassPlan("x", tuple(f"x-{i:02d}" for i in range(60)), ("prune@0.8",))
+    control = dict.fromkeys(range(3), (0.98, 1.0))
+    log: list[Cell] = []
+    seq = run_sequential([plan], _floor_oracle(control, log), SequentialSettings(max_repeats=3))
+    entry = decide(seq.curve, calibration_id="seq-test", model="m").classes["x"]
+    assert entry.verdict == "measured"
+    assert {c.replicate for c in log} == {0}
