@@ -63,12 +63,13 @@ def test_the_articles_lines_mean_todays_options() -> None:
 
 def test_the_free_line_runs_as_printed(offline: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Offline, the dry run sizes the run that would happen: the offline default scope
-    (one class; the banner says so and how to widen it), or every class when asked."""
+    (the lookup set's one class; the banner says so and how to widen it), or every class of
+    the starter set when asked."""
     assert main(argv(LINE_DRY)) == 0
     captured = capsys.readouterr()
-    assert "extraction" in captured.out and "numeric-reasoning" not in captured.out
-    assert "prune r=0.6" in captured.out and "cleartext" in captured.out
-    assert "Offline default scope" in captured.err and "--classes all" in captured.err
+    assert "agent-lookup" in captured.out and "extraction" not in captured.out
+    assert "ext:tools-lossless" in captured.out and "cleartext" in captured.out
+    assert "Offline default scope" in captured.err and "--tasks tasks_data/agent" in captured.err
     assert main([*argv(LINE_DRY), "--classes", "all"]) == 0
     out = capsys.readouterr().out
     for task_class in ("extraction", "numeric-reasoning", "summarization"):
