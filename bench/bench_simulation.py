@@ -1,5 +1,9 @@
 """Simulation study of the decision rule: false application, power, savings, calls.
 
+One file past 500 lines on purpose: one command with one small function per study
+(`--paired`, `--judge-levers`, `--derail-cost`, ...), each only printing what the
+`tokenlens.simulate*` modules compute, over shared worlds and row formats.
+
 Drives the real `aggregate` + `decide` (fixed design) and `run_sequential` (sequential,
 paired on the same draws) over the hard worlds of `tokenlens.simulate_study` at every
 design the minimum-evidence rule allows a ? at (20/40 tasks x 1/3 repeats), and prints

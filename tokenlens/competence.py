@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: A fact-graded row's note starts with this (`tokenlens.fact_judge`).
-_FACTS_NOTE = "facts "
+from tokenlens.fact_judge import FACTS_NOTE_PREFIX
 
 
 def cleartext_right(grades: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
@@ -23,7 +22,11 @@ def cleartext_right(grades: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int,
     seen: dict[str, dict[str, bool]] = {}
     for row in grades:
         note = str(row.get("note") or "")
-        if row.get("arm") != "control" or not note.startswith(_FACTS_NOTE) or row.get("error"):
+        if (
+            row.get("arm") != "control"
+            or not note.startswith(FACTS_NOTE_PREFIX)
+            or row.get("error")
+        ):
             continue
         grade = row.get("grade_clear")
         if grade is None:

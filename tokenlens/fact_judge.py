@@ -25,6 +25,9 @@ from tokenlens.judge import PairGrade, Position
 
 #: The fact grader's name in the grades table (when it grades beside an LLM judge).
 FACTS = "facts"
+#: What a fact-graded pair's note starts with ("facts 2/3 vs 1/3"): how a grades row tells
+#: the fact grader's grade from the metric's (`tokenlens.competence`).
+FACTS_NOTE_PREFIX = "facts "
 
 
 def fact_grade(facts: Sequence[Fact], answer: str) -> tuple[float, int]:
@@ -62,6 +65,6 @@ class FactJudge:
             grade_clear=clear,
             grade_comp=comp,
             reasoning="share of the task's exact facts each answer states",
-            note=f"facts {n_clear}/{n} vs {n_comp}/{n}",
+            note=f"{FACTS_NOTE_PREFIX}{n_clear}/{n} vs {n_comp}/{n}",
             positions=(Position(clear_is_b=False, grade_a=clear, grade_b=comp),),
         )

@@ -47,7 +47,7 @@ from tokenlens.decision.grades import Mode
 from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.decision.planner import ASSUMED_SPREAD
 from tokenlens.decision.spending import nominal_alphas
-from tokenlens.stats import Spread
+from tokenlens.stats import Spread, t_quantile
 from tokenlens.tables import CURVE
 
 #: Fewest tasks before a futility stop may end an arm (a t bound on 2-3 tasks is wild).
@@ -340,13 +340,12 @@ def _certain_now(row: pd.Series, settings: SequentialSettings) -> bool:
     high = row["noise_floor_high"]
     if high is None or pd.isna(high) or int(row["n_tasks"]) < 2:
         return False
-    from scipy.stats import t
-
     # The curve holds the floor's two-sided 95 % interval (cluster t over tasks); its
     # one-sided FLOOR_SHOWN_LEVEL end follows from the same spread.
     df = int(row["n_tasks"]) - 1
     value = float(row["noise_floor"])
-    upper = value + (float(high) - value) * float(t.ppf(FLOOR_SHOWN_LEVEL, df) / t.ppf(0.975, df))
+    widen = t_quantile(FLOOR_SHOWN_LEVEL, df) / t_quantile(0.975, df)
+    upper = value + (float(high) - value) * widen
     return upper <= 1.0 - settings.tolerance + 1e-9
 
 
