@@ -53,7 +53,7 @@ from tokenlens.simulate import (
     simulate_grades,
 )
 from tokenlens.simulate import run_study as study_of_arms
-from tokenlens.simulate_judge import TRUTHS, ceiling
+from tokenlens.simulate_judge import CEILING_TOLERANCE, Ceiling, ceiling
 from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
 from tokenlens.stats import IntervalMethod, ratio_estimate
 
@@ -306,16 +306,27 @@ def paired(
                     print(f"  {other.design} {line}")
     if ("noisy" not in chosen) or (60, 3) not in cells:
         return
-    held, best = ceiling(60, 4000, seed)
-    top = float(np.mean([held[t] for t in TRUTHS[1:]]))
-    top_best = float(np.mean([best[t] for t in TRUTHS[1:]]))
     noisy = study.cell("noisy", 60, 3, "fixed")
     print(
         f"PAIRED noisy 60x3 power (each arm alone) {_pct(noisy.alone_power).strip()} = "
-        f"{noisy.alone_power / top:.2f} of the CEILING rule's {_pct(top).strip()}, "
-        f"{noisy.alone_power / top_best:.2f} of the best's {_pct(top_best).strip()} "
-        "(goal >= 0.80)"
+        f"{_against_ceilings(noisy.alone_power, ceiling(60, 4000, seed))} (goal >= 0.80)"
     )
+
+
+def _against_ceilings(power: float, ceil: Ceiling) -> str:
+    """`power` as a share of each noiseless ceiling (`tokenlens.simulate_judge.Ceiling`)."""
+    return ", ".join(
+        f"{power / ceil.power(name):.2f} of the CEILING {label} {_pct(ceil.power(name)).strip()}"
+        for name, label in _CEILINGS
+    )
+
+
+#: The ceilings' names in `Ceiling`, and how the bench's lines call them.
+_CEILINGS = (
+    ("rule", "rule's"),
+    ("best", "best's (0.94 held in 5 %)"),
+    ("at_tolerance", "best at the tolerance's (0.95 held in 5 %)"),
+)
 
 
 def judge_levers(
@@ -337,14 +348,13 @@ def judge_levers(
         edge = derails.get((r.lever.name, r.stable_share))
         return edge.false_rate if edge else float("nan")
 
-    held, best = ceiling(60, 4000, seed)
-    tops = {
-        k: float(np.mean([v[t] for t in TRUTHS[1:]])) for k, v in (("rule", held), ("best", best))
-    }
+    ceil = ceiling(60, 4000, seed)
+    tops = {"rule": ceil.power("rule"), "best": ceil.power("best")}
+    tops["tol"] = ceil.power("at_tolerance")
     print(
         f"\n{'noisy world, 60 tasks: lever':34} {'stable':>6} {'design':>7} {'readings':>8} "
         f"{'answers':>7} {'$/class':>8} {'power':>7} {'0.94 held':>9} {'derails':>7} "
-        f"{'/best':>6} {'/rule':>5} {'power/$':>8}"
+        f"{'/best':>6} {'/tol':>5} {'/rule':>5} {'power/$':>8}"
     )
     for r in results:
         lever = r.lever
@@ -356,7 +366,8 @@ def judge_levers(
             f"{r.readings_per_pair:8.2f} {r.answers_per_design:7.2f} {cost:>8} "
             f"{_pct(r.power):>7} {_pct(r.false_rate):>9} "
             f"{_pct(edge_rate(r)):>7} "
-            f"{r.power / tops['best']:6.2f} {r.power / tops['rule']:5.2f} {per_dollar:>8}"
+            f"{r.power / tops['best']:6.2f} {r.power / tops['tol']:5.2f} "
+            f"{r.power / tops['rule']:5.2f} {per_dollar:>8}"
         )
     for share in sorted({r.stable_share for r in results}):
         mine = [r for r in results if r.stable_share == share and not r.lever.bound]
@@ -369,9 +380,7 @@ def judge_levers(
             print(
                 f"LEVER stable share {share:.1f}{label}: most power with both edge arms held "
                 f"<= 5% {top.lever.name} {_pct(top.power).strip()} = "
-                f"{top.power / tops['best']:.2f} of the CEILING best's "
-                f"{_pct(tops['best']).strip()}, {top.power / tops['rule']:.2f} of the rule's "
-                f"{_pct(tops['rule']).strip()} (goal >= 0.80); 0.94 arm held "
+                f"{_against_ceilings(top.power, ceil)} (goal >= 0.80); 0.94 arm held "
                 f"{_pct(top.false_rate).strip()}, harmed by derails "
                 f"{_pct(edge_rate(top)).strip()}; ${top.cost_usd:.2f} a class"
             )
@@ -523,11 +532,13 @@ def main(argv: list[str] | None = None) -> None:
             )
     if not args.quick:
         for n in (20, 40, 60):  # 60: what a ✓ needs
-            for name, held in zip(("rule", "best"), ceiling(n, 4000, args.seed), strict=True):
-                power = np.mean([held[t] for t in TRUTHS[1:]])
+            ceil = ceiling(n, 4000, args.seed)
+            for name, label in _CEILINGS:
+                held = getattr(ceil, name)
                 print(
-                    f"CEILING {n} tasks, concentrated harm read without noise, {name}: 0.94 "
-                    f"held {_pct(held[0.94]).strip()}, power {_pct(float(power)).strip()} "
+                    f"CEILING {n} tasks, concentrated harm read without noise, {label[:-2]}: "
+                    f"0.95 held {_pct(held[CEILING_TOLERANCE]).strip()}, 0.94 held "
+                    f"{_pct(held[0.94]).strip()}, power {_pct(ceil.power(name)).strip()} "
                     f"(0.97: {_pct(held[0.97]).strip()}, 0.99: {_pct(held[0.99]).strip()})"
                 )
     else:
