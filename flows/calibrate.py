@@ -55,6 +55,7 @@ from tokenlens.calibration.runs import finish_run
 from tokenlens.calibration.session import estimate_spend, open_calibration
 from tokenlens.calibration.shards import reopen_ledger
 from tokenlens.calibration.stage_pay import Compressions
+from tokenlens.calibration.stage_reanswer import Reanswered, reanswer_stage
 from tokenlens.calibration.stages import Calibration, Published
 from tokenlens.calibration.summary import spend_line
 from tokenlens.calibration.warmup import warm_compression, warm_publishing
@@ -112,10 +113,22 @@ def answer_and_judge(
     tasks: list[CalibrationTask],
     compressions: Compressions,
     on_started: Callable[[], None] | None = None,
-) -> list[GradeRow]:
+) -> stages.Paid:
     """Obtain the cleartext, control and compressed answers and grade each pair as soon as
     both its answers exist (ledger first; writes the answers and grades tables)."""
-    return stages.pay_stage(cal, tasks, compressions, on_started=on_started).grades
+    return stages.pay_stage(cal, tasks, compressions, on_started=on_started)
+
+
+@task(**_STAGE_OPTIONS)
+def reanswer_disagreeing(
+    cal: Calibration,
+    tasks: list[CalibrationTask],
+    compressions: list[CompressionRow],
+    paid: stages.Paid,
+) -> Reanswered:
+    """Pay more answers for the cells whose repeats disagree (`--reanswer`); rewrite the
+    answers and grades tables with every row."""
+    return reanswer_stage(cal, tasks, compressions, paid, log=get_run_logger().info)
 
 
 @task(**_STAGE_OPTIONS)
@@ -176,9 +189,10 @@ def publish_policy(
     requested: list[str] | None,
     unavailable: dict[str, str],
     tasks: list[CalibrationTask] | None = None,
+    notes: list[str] | None = None,
 ) -> Published:
     """Decide the policy per class, route it by predicted class, publish it with the report."""
-    return stages.publish_stage(cal, curve, grades, requested, unavailable, tasks)
+    return stages.publish_stage(cal, curve, grades, requested, unavailable, tasks, notes=notes)
 
 
 @flow(name="calibrate", log_prints=True)
@@ -268,6 +282,7 @@ def _run(  # the run once opened: every stage, then the result
         # compressed body, so they are asked meanwhile (the arms' join once it is done).
         compressing = _concurrent(compress_arms.submit(_as_is(cal), _as_is(selected)))
         side = _SideWork(cal, selected, compressing, logger)
+        notes: list[str] = []  # the report's lines on re-answering (`--reanswer`)
         overlapped = fan_out is None and config.design != "sequential"
         if not overlapped:
             unavailable = _unavailable(compressing.result(), logger)
@@ -285,11 +300,17 @@ def _run(  # the run once opened: every stage, then the result
                 grades, curve = rounds.grades, rounds.curve
             else:
                 paying: Compressions = compressing if overlapped else compressing.result()
-                grades = answer_and_judge(
+                paid = answer_and_judge(
                     _as_is(cal), _as_is(selected), _as_is(paying), _as_is(side.start)
                 )
+                grades = paid.grades
                 if overlapped:
                     unavailable = _unavailable(compressing.result(), logger)
+                if config.reanswer:  # the curve reads the guarded rows; the tables hold all
+                    reanswered = reanswer_disagreeing(
+                        _as_is(cal), _as_is(selected), _as_is(compressing.result()), _as_is(paid)
+                    )
+                    grades, notes = reanswered.read, reanswered.notes(config.repeats)
         except (SpendLimitReached, UpstreamUnavailable) as exc:
             if isinstance(exc, UpstreamUnavailable):
                 logger.error("the run stops, nothing measured: %s", exc)
@@ -311,7 +332,13 @@ def _run(  # the run once opened: every stage, then the result
             curve = aggregate(_as_is(cal), _as_is(grades))
         requested = list(config.classes) if config.classes else None
         published = publish_policy(
-            _as_is(cal), _as_is(curve), _as_is(grades), requested, unavailable, _as_is(selected)
+            _as_is(cal),
+            _as_is(curve),
+            _as_is(grades),
+            requested,
+            unavailable,
+            _as_is(selected),
+            notes,
         )
     except BaseException:
         if cal.run is not None:

@@ -17,15 +17,9 @@ from tokenlens.decision.planner import (
     power_at,
     read_spread,
 )
+from tokenlens.decision.reanswer import DERAIL_GUARD, guarded_arms
 from tokenlens.simulate import SimArm, derail_retention, simulate_grades
-from tokenlens.simulate_judge import (
-    DERAIL_GUARD,
-    LEVERS,
-    Lever,
-    _excess_derails,
-    derail_edge,
-    run_lever,
-)
+from tokenlens.simulate_judge import LEVERS, Lever, derail_edge, run_lever
 from tokenlens.simulate_study import WORLDS
 from tokenlens.stats import Spread
 
@@ -189,8 +183,8 @@ def test_the_derail_guard_reads_an_arm_that_derails_more_on_its_planned_repeats(
     rng = np.random.default_rng(6)
     harmed = simulate_grades(replace(world, arms=(derail_edge(world),)), rng)
     lossless = simulate_grades(replace(world, arms=LOSSLESS), rng)
-    assert _excess_derails(harmed, "llmlingua2@0.9", lever)
-    assert not _excess_derails(lossless, "prune@0.6", lever)
+    assert guarded_arms(harmed, 3) == {"sim": {"llmlingua2@0.9"}}
+    assert guarded_arms(lossless, 3) == {}
     # in a lever run the guard fires on the derail-harmed edge arm in most runs
     result = run_lever(
         WORLDS["noisy"], lever, 0.0, runs=6, seed=7, arms=(derail_edge(WORLDS["noisy"]),)

@@ -34,12 +34,10 @@ from typing import Any, Literal, cast
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
-from scipy.stats import binomtest
 
-from tokenlens.compress.arms import CONTROL
 from tokenlens.decision import aggregate
-from tokenlens.decision.derails import DERAILED, KEPT
 from tokenlens.decision.planner import price_design
+from tokenlens.decision.reanswer import DERAIL_GUARD, REANSWER_SPREAD, read_with_guard
 from tokenlens.simulate import (
     POWER_MARGIN,
     PROBE_ARMS,
@@ -58,10 +56,8 @@ PRICED_PROMPT_TOKENS = 1000
 PRICED_MODEL = "claude-haiku-4-5"
 #: Gap (points of comp - clear) between a pair's two readings that buys two more.
 RECHECK_GAP = 10.0
-#: Spread (grade points) of a cell's repeats that buys `Lever.reanswer_count` more answers.
-REANSWER_SPREAD = 20.0
-#: One-sided p below which an arm's excess derails make it read on its planned repeats.
-DERAIL_GUARD = 0.2
+#: `REANSWER_SPREAD` (a cell's repeats' spread that buys `Lever.reanswer_count` more
+#: answers) and `DERAIL_GUARD` are the product's (`tokenlens.decision.reanswer`).
 
 
 #: The true retentions the ceiling is read at: the edge arm, then the good arms.
@@ -299,13 +295,12 @@ def run_lever(
         grades = simulate_grades(scenario, rng)
         out.judge_calls += int(grades.attrs["judge_calls"])
         out.answers += int(grades.attrs["answers"])
-        passes = _passes(grades, scenario.tolerance)
         if lever.reanswer and lever.derail_guard:
-            guarded = [a.key for a in arms if _excess_derails(grades, a.key, lever)]
-            if guarded:
-                planned = _passes(grades[grades["replicate"] < lever.repeats], scenario.tolerance)
-                passes.update({key: planned.get(key, False) for key in guarded})
-                out.guarded += len(guarded)
+            read, guarded = read_with_guard(grades, lever.repeats, guard=lever.derail_guard)
+            passes = _passes(read, scenario.tolerance)
+            out.guarded += sum(len(arms) for arms in guarded.values())
+        else:
+            passes = _passes(grades, scenario.tolerance)
         out.runs += 1
         for arm in scenario.arms:
             if arm.true_retention < scenario.tolerance - 1e-9:
@@ -320,27 +315,6 @@ def run_lever(
 def _passes(grades: pd.DataFrame, tolerance: float) -> dict[str, bool]:
     rows = aggregate(grades, tolerance=tolerance, pooled=False).rows("sim")
     return dict(zip(rows["arm"], rows["passes"].astype(bool), strict=True))
-
-
-def _excess_derails(grades: pd.DataFrame, key: str, lever: Lever) -> bool:
-    """Did the arm's compressed answers derail significantly more often than the control's
-    second cleartext answers, in the planned repeats? Re-answering dilutes derails, so
-    there it must not be what reads the arm. A derail is a lone reading: below half its
-    cleartext answer's grade while the task's median repeat keeps `KEPT` of it (a task
-    hurt in every repeat is the prompt's harm, which re-answering does not dilute)."""
-    planned = grades[(grades["replicate"] < lever.repeats) & grades["grade_comp"].notna()]
-    planned = planned[planned["arm"].isin([key, CONTROL]) & (planned["grade_clear"] > 0)]
-    ratio = planned["grade_comp"] / planned["grade_clear"]
-    median = ratio.groupby([planned["arm"], planned["task_id"]]).transform("median")
-    lone = (ratio < DERAILED) & (median >= KEPT)
-    mine, control = (
-        int(lone[planned["arm"] == key].sum()),
-        int(lone[planned["arm"] == CONTROL].sum()),
-    )
-    if mine + control == 0:
-        return False
-    p = binomtest(mine, mine + control, 0.5, alternative="greater").pvalue
-    return bool(p < lever.derail_guard)
 
 
 def run_levers(

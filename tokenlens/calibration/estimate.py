@@ -21,6 +21,7 @@ from tokenlens.calibration.stage_compress import measured_arms
 from tokenlens.calibration.stage_load import request_tokens
 from tokenlens.compress.arms import CONTROL
 from tokenlens.config import CalibrationConfig
+from tokenlens.decision.reanswer import REANSWER_COUNT
 from tokenlens.judge import build_judge_request, render_request_text, swap_for
 from tokenlens.ledger import Ledger, LedgerView, call_key
 from tokenlens.models.base import CompletionRequest
@@ -45,6 +46,9 @@ class CallPlan:
     #: The sequential design pays in rounds and stops once the verdicts settle: the counts
     #: are what the fixed design would pay, a bound.
     sequential: bool = False
+    #: With re-answering (`--reanswer`): the answer calls it adds if every cell's repeats
+    #: disagree (`REANSWER_COUNT` more replicates of everything), a bound not counted above.
+    reanswer_answers: int = 0
 
     @property
     def new_answer_calls(self) -> int:
@@ -64,7 +68,7 @@ class CallPlan:
         if self.judge_calls:
             held += f" and {self.cached_judge_calls} judge"
         if self.new_calls == 0:
-            return f"0 new calls, $0 ({held} calls already in the ledger)"
+            return f"0 new calls, $0 ({held} calls already in the ledger){self._reanswer()}"
         judge = f", up to {self.new_judge_calls} new judge calls" if self.judge_calls else ""
         money = (
             "no per-token price (local model or unpriced)"
@@ -78,7 +82,16 @@ class CallPlan:
         )
         return (
             f"{bound}{self.new_answer_calls} new answer calls{judge} ({held} calls already "
-            f"in the ledger); {money}{rounds}"
+            f"in the ledger); {money}{rounds}{self._reanswer()}"
+        )
+
+    def _reanswer(self) -> str:
+        if not self.reanswer_answers:
+            return ""
+        return (
+            f"; re-answering adds {REANSWER_COUNT} answers, each judged, for each cell whose "
+            f"repeats disagree: at most {self.reanswer_answers} more answer calls, not counted "
+            "above"
         )
 
 
@@ -170,6 +183,10 @@ def plan_calls(
         cached_judges,
         total,
         sequential=config.design == "sequential",
+        # one repeat cannot disagree with itself: nothing to re-answer then
+        reanswer_answers=-(-len(unique) * REANSWER_COUNT // config.repeats)
+        if config.reanswer and config.repeats >= 2
+        else 0,
     )
 
 

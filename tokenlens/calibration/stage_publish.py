@@ -100,13 +100,16 @@ def publish_stage(
     requested: list[str] | None,
     unavailable: dict[str, str] | None = None,
     tasks: list[CalibrationTask] | None = None,
+    *,
+    notes: list[str] | None = None,
 ) -> Published:
     """Decide; write the run's policy and report under `<reports>/runs/<run-id>/`, then
     publish the policy as `<reports>/policy/<calibration-id>.json` and `latest.json`.
 
     Every run keeps its own files, so an older run's report never shows a newer run.
     With the run's `tasks`, the policy is routed by the class the proxy will *predict*
-    (`tokenlens.decision.applied`) and the report shows the policy as applied.
+    (`tokenlens.decision.applied`) and the report shows the policy as applied; `notes` are
+    more lines of the report's summary (what re-answering did).
     """
     import pandas as pd
 
@@ -158,7 +161,7 @@ def publish_stage(
         local_model=cal.backend == "local",
         unavailable=unavailable,
         applied=applied,
-        graders=grader_lines(cal.config, cal.model, tasks or []),
+        graders=[*grader_lines(cal.config, cal.model, tasks or []), *(notes or [])],
     )
     run_policy = run_folder.child("policy.json")
     run_policy.write_text(policy.model_dump_json(indent=2) + "\n")
