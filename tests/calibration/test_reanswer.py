@@ -163,3 +163,18 @@ def test_reanswer_is_refused_with_the_sequential_design(
     code = cli_main([*args, "--store", str(tmp_path / "s"), "--reports", str(tmp_path / "r")])
     assert code != 0
     assert "--reanswer" in capsys.readouterr().err
+
+
+def test_history_compares_reanswer_and_reads_a_run_from_before_it_as_off() -> None:
+    from types import SimpleNamespace
+
+    from tokenlens.calibration.run_settings import run_settings, settings_changes
+
+    def state(config: dict[str, Any]) -> Any:
+        policy = SimpleNamespace(model="m", judge="metric", tolerance=0.95, mode="interval")
+        return SimpleNamespace(manifest=SimpleNamespace(config=config), policy=policy)
+
+    before, off, on = state({}), state({"reanswer": False}), state({"reanswer": True})
+    assert run_settings(before)["reanswer"] is False
+    assert settings_changes(before, off) == {}
+    assert settings_changes(off, on) == {"reanswer": "False → True"}
