@@ -54,8 +54,11 @@ COMPARED_SETTINGS = (
     "judge_both_orders",
     "judge_twice",
     "design",
+    "reanswer",
     "llmlingua_model",
 )
+#: What a setting recorded by a run from before it existed was (it read as this).
+RECORDED_BEFORE = {"reanswer": False}
 #: Settings whose change makes two runs' readings incomparable (another instrument): no
 #: interval is flagged as "moved" across such a change.
 INSTRUMENT_SETTINGS = ("model", "backend", "judge")
@@ -72,7 +75,7 @@ def run_settings(state: RunState) -> dict[str, Any]:
         "tolerance": state.policy.tolerance,
         "mode": state.policy.mode,
     }
-    found.update({key: config.get(key) for key in COMPARED_SETTINGS})
+    found.update({key: config.get(key, RECORDED_BEFORE.get(key)) for key in COMPARED_SETTINGS})
     return found
 
 

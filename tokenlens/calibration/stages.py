@@ -11,6 +11,8 @@ Each stage is a plain function in a module of its own and writes its table (reco
 3. `stage_pay.pay_stage` — the answers and grades tables: every answer call, and each
    pair's judge calls the moment both its answers exist (no barrier between the two),
    starting with the cleartext and control answers while stage 2 still runs;
+   (with `--reanswer`, `stage_reanswer.reanswer_stage` then pays more answers for the
+   cells whose repeats disagree, through the same stage function);
 4. `stage_publish.aggregate_stage` — the curve;
 5. `stage_publish.publish_stage` — the run's policy and report, then the published policy.
 
