@@ -17,8 +17,9 @@ per world x design x (fixed | sequential):
   true retention holds; a wrongly applied arm saves nothing), goal >= 80 % at 20 x 3;
 * calls: paid calls per calibration (both classes).
 
-Then a noiseless ceiling: the same rule fed each task's true retention (no judge, no
-sampling noise): what no noise-cancelling lever can beat.
+Then the noiseless ceilings (`tokenlens.simulate_judge.Ceiling`): the same rule fed each
+task's true retention (no judge, no sampling noise), and the best threshold on the mean
+set on the 0.94 arm or on an arm at the tolerance: what no noise-cancelling lever can beat.
 
 Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--other-runs 300]
        [--seed N] [--processes 2] [--worlds concentrated,noisy] [--designs 20x3]
