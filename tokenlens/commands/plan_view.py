@@ -268,7 +268,10 @@ def print_plans(
             )
         print(f"{'':<22}{plan.note}")
     if judge_model is not None:
-        print("More answers or more judging (80% power at the tasks a ✓ needs):")
+        print(
+            "More answers, more judging, or more answers where repeats disagree "
+            "(80% power at the tasks a ✓ needs):"
+        )
         for line in lever_lines(inputs, plans, model=model, judge_model=judge_model):
             print(f"  {line}")
 

@@ -12,6 +12,10 @@ calls. An arm the run already held is said to be so.
 
 An arm measured at or below the tolerance cannot be planned for: no design certifies
 what is not there, and the planner says so instead of printing a huge number.
+
+With a paid judge it also weighs the next step for a class (`judge_options`,
+`next_lever`): one more repeat, both A/B orders, or re-answering where repeats disagree
+(`reanswer_option`, measured by `tokenlens.decision.plan_reanswer`).
 """
 
 from __future__ import annotations
