@@ -8,8 +8,9 @@ alone); then `--runs` calibrations of each planned size are simulated and the sh
 whose bound holds the arm (?) and that are ✓ at the ✓ size is printed.
 
 With `--reanswer RUNS`: the planner's next-step lines against the judge-lever simulation.
-A pilot calibration (`--pilot` tasks x 3, the probe arms) of the noisy world and of a
-quiet one (a steady judge, no derails) is planned as `tokenlens plan` plans a class;
+A pilot calibration (`--pilot` tasks x 3, the probe arms) of the noisy world, of the
+same without derails (its disagreements all chance), and of a quiet one (a steady
+judge, no derails) is planned as `tokenlens plan` plans a class;
 the predicted power at the ✓'s tasks x 3 of the plain design, of re-answering where
 repeats disagree, of a 4th repeat and of both A/B orders (averaged over the arms that
 truly clear the tolerance by 2 points) is printed beside the simulated power of each
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -32,6 +34,7 @@ from tokenlens.commands.plan_view import PlanInputs, arm_levers, build_plans
 from tokenlens.decision import aggregate
 from tokenlens.decision.plan_power import task_samples
 from tokenlens.decision.plan_reanswer import measure_reanswer
+from tokenlens.decision.planner import next_lever
 from tokenlens.simulate import (
     DEFAULT_SCENARIOS,
     POWER_MARGIN,
@@ -68,8 +71,10 @@ def _share(world: Scenario, tasks: int, column: str, runs: int, seed: int) -> fl
 
 
 #: The worlds the re-answer step is read in: many cells disagree, and next to none do.
+#: "wobble": the noisy world without derails, where every disagreement is chance.
 LEVER_WORLDS: dict[str, Scenario] = {
     "noisy": STUDY_WORLDS["noisy"],
+    "wobble": replace(STUDY_WORLDS["noisy"], derail=0.0),
     "quiet": replace(STUDY_WORLDS["concentrated"], derail=0.0),
 }
 #: The plan's options (repeats, readings, re-answer) and the simulated lever of each.
@@ -134,9 +139,13 @@ def reanswer_bench(runs: int, pilot_tasks: int) -> None:
         measure = inputs.reanswer["sim"] if inputs.reanswer else None
         if measure is not None:
             removed = np.mean([measure.removed.get(k, 0.0) for k in good])
+            named = Counter(
+                str((next_lever(list(o.values()), 3, 1) or ("none",))[0]) for o in options
+            )
             print(
                 f"{name:<7}re-answer picks {measure.cells_redone / measure.cells:.1%} of cells "
-                f"on the pilot; it removes {removed:.0%} of the good arms' within-task term"
+                f"on the pilot; it removes {removed:.0%} of the good arms' within-task term; "
+                f"the plan's next dollar per good arm: {dict(named)}"
             )
 
 

@@ -381,6 +381,8 @@ def reanswer_option(
     return JudgeOption(repeats, readings, tasks, power, cost, reanswer=True)
 
 
+#: Power a step must buy to be named the next dollar while another step buys that much.
+MIN_STEP_GAIN = 0.001
 #: The next step's name when it re-answers the disagreeing cells.
 REANSWER_STEP = "re-answer where repeats disagree (--reanswer)"
 
@@ -405,14 +407,15 @@ def next_lever(
     steps = {"one more repeat": by.get((repeats + 1, readings, False))}
     steps["both A/B orders"] = by.get((repeats, 2, False)) if readings == 1 else None
     steps[REANSWER_STEP] = by.get((repeats, readings, True))
-    best: tuple[str, float, float] | None = None
-    for name, step in steps.items():
-        if step is None or step.cost_usd is None or step.cost_usd <= here.cost_usd:
-            continue
-        gain, dollars = step.power - here.power, step.cost_usd - here.cost_usd
-        if best is None or gain / dollars > best[1] / best[2]:
-            best = (name, gain, dollars)
-    return best
+    priced = [
+        (name, step.power - here.power, step.cost_usd - here.cost_usd)
+        for name, step in steps.items()
+        if step is not None and step.cost_usd is not None and step.cost_usd > here.cost_usd
+    ]
+    # a step that buys (next to) nothing is no advice, however cheap: re-answering the one
+    # cell a quiet class's repeats disagree on costs cents for a hundredth of a point
+    worth = [s for s in priced if s[1] >= MIN_STEP_GAIN] or priced
+    return max(worth, key=lambda s: s[1] / s[2], default=None)
 
 
 def decision_spread(
