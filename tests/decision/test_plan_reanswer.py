@@ -19,7 +19,7 @@ from tokenlens.commands.plan_view import PlanInputs, build_plans, lever_lines
 from tokenlens.decision import aggregate
 from tokenlens.decision.plan_power import task_samples
 from tokenlens.decision.plan_reanswer import measure_reanswer
-from tokenlens.decision.planner import REANSWER_STEP
+from tokenlens.decision.planner import REANSWER_STEP, JudgeOption, next_lever
 from tokenlens.decision.reanswer import REANSWER_COUNT, cells_to_reanswer
 from tokenlens.simulate import PROBE_ARMS, simulate_grades
 from tokenlens.simulate_study import WORLDS
@@ -112,3 +112,18 @@ def test_no_reanswer_step_without_grades_a_second_repeat_or_after_one() -> None:
         replace(NOISY, n_tasks=30, reanswer_spread=20.0), np.random.default_rng(2)
     )
     assert "no re-answer step: this run re-answered already" in line(_inputs(redone, drawn=False))
+
+
+def test_a_step_that_buys_next_to_nothing_is_not_the_next_dollar_however_cheap() -> None:
+    here = JudgeOption(3, 1, 60, 0.50, 5.0)
+    repeat = JudgeOption(4, 1, 60, 0.53, 7.0)  # 1.5 points a dollar
+    cheap = JudgeOption(3, 1, 60, 0.5001, 5.001, reanswer=True)  # 10 points a dollar
+    assert next_lever([here, repeat, cheap], 3, 1) == ("one more repeat", pytest.approx(0.03), 2.0)
+    # ... but a re-answer step that buys real power cheaper than a repeat is named
+    useful = replace(cheap, power=0.52, cost_usd=6.0)
+    step = next_lever([here, repeat, useful], 3, 1)
+    assert step is not None and step[0] == REANSWER_STEP
+    # with nothing worth buying, the cheapest gain per dollar still is the answer
+    flat = replace(repeat, power=0.5002)
+    step = next_lever([here, flat, cheap], 3, 1)
+    assert step is not None and step[0] == REANSWER_STEP and step[2] == pytest.approx(0.001)
