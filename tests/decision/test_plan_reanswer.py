@@ -26,6 +26,8 @@ from tokenlens.simulate_study import WORLDS
 
 HAIKU = "claude-haiku-4-5"
 NOISY = replace(WORLDS["noisy"], n_tasks=60, replicates=3, arms=PROBE_ARMS)
+#: The noisy judge without derailed answers: every disagreement is chance.
+WOBBLE = replace(NOISY, derail=0.0)
 #: A steady judge and no derailed answers: next to no cell's repeats disagree.
 QUIET = replace(WORLDS["concentrated"], n_tasks=60, replicates=3, arms=PROBE_ARMS, derail=0.0)
 
@@ -80,17 +82,23 @@ def test_the_measure_picks_the_cells_the_calibration_would_and_prices_their_answ
     assert 0.5 < measure.within_scale(PROBE_ARMS[1].key) < 0.95
 
 
-def test_in_the_noisy_world_the_plan_names_reanswering_and_in_a_quiet_one_a_repeat() -> None:
-    # the lever simulation (docs/benchmarks.md): re-answering buys 5.9 points a dollar in
-    # the noisy world, a 4th repeat 3.8, both A/B orders less; in a quiet world no cell
-    # disagrees, so re-answering buys nothing and costs nothing
+def test_the_plan_names_reanswering_where_derails_disagree_and_a_repeat_elsewhere() -> None:
+    # the lever simulation (bench_plan_power.py --reanswer): in the noisy world
+    # re-answering buys the most power a dollar (a 4th repeat a little less, both A/B
+    # orders far less); without derails the disagreements are chance and re-answering
+    # buys next to nothing, a 4th repeat more; in a quiet world no cell disagrees. One
+    # run's ranking is itself noisy (11 of 12 seeds name re-answering in the noisy world,
+    # 9 of 12 a repeat without derails), so two of three runs must name each.
+    named: dict[str, list[str]] = {"noisy": [], "wobble": [], "quiet": []}
     for seed in range(3):
-        step, line = _next_step(simulate_grades(NOISY, np.random.default_rng(seed)))
-        assert step == REANSWER_STEP, line
-        assert "re-answering would redo" in line and "no re-answer step" not in line
-        step, line = _next_step(simulate_grades(QUIET, np.random.default_rng(seed)))
-        assert step == "one more repeat", line
-        assert "redo 0% of cells" in line
+        for world, scenario in (("noisy", NOISY), ("wobble", WOBBLE), ("quiet", QUIET)):
+            step, line = _next_step(simulate_grades(scenario, np.random.default_rng(seed)))
+            named[world].append(step)
+            assert "no re-answer step" not in line
+            if world == "quiet":
+                assert "redo 0% of cells" in line and step == "one more repeat", line
+    assert named["noisy"].count(REANSWER_STEP) >= 2, named
+    assert named["wobble"].count("one more repeat") >= 2, named
 
 
 def test_no_reanswer_step_without_grades_a_second_repeat_or_after_one() -> None:

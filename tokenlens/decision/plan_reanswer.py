@@ -8,18 +8,21 @@ grades, not assumed: which cells `cells_to_reanswer` would pick at the run's rep
 within-task noise sits in those cells (how much it can remove).
 
 The power model (`ReanswerMeasure.within_scale`): a re-answered cell's mean is read over
-R + K answers instead of R (R the run's repeats, K = `REANSWER_COUNT`). Its R planned
-readings keep the deviation they showed: the variance of their mean is taken to be the
-cell's measured s^2 / R. The K fresh answers do not share the selection — a cell is
-picked *because* its readings spread — so they are given the class's typical spread
-(the mean s^2 over the arm's cells), not the cell's. The cell-mean variance then falls
-from s^2 / R to (R s^2 + K typ) / (R + K)^2, and the sum of those falls over the arm's
-cells, as a share of the arm's whole within-task term, shrinks the plan's measured
-within spread. That is exact where a disagreement is a real deviation that stays in the
-planned readings (a derailed answer); where it is the judge's chance wobble the
-selected cells' s^2 overstates what their planned readings' mean is off by, so the
-model errs high (it credits re-answering with more than it buys). The control's cells
-are re-answered too, which narrows the floor; the model leaves that out (errs low).
+R + K answers instead of R (R the run's repeats, K = `REANSWER_COUNT`), the K fresh
+answers at the arm's typical spread (the mean s^2 over its cells: they derail at the
+usual rate, no more). What its R planned readings are off by is the part that matters,
+and a cell's own s^2 overstates it: a cell is picked *because* its readings spread, and
+where that was the judge's chance wobble its mean is no further off than any cell's
+(the noisy world without derails of bench/bench_plan_power.py: re-answering there buys
+next to nothing in simulation, and a model on the cells' own s^2 ranked it above a 4th
+repeat). So the planned mean is given the typical s^2 / R, plus, where one reading looks
+derailed (a ratio below `DERAILED` of the cell's median, or above 1 / `REFERENCE_LOW` of
+it), that reading's pull on the mean (mean - median): exact for one derail among three
+agreeing readings, which fresh answers dilute. The cell-mean variance falls from v to
+(R^2 v + K typical) / (R + K)^2; summed over the picked cells, as a share of the arm's
+within-task term, it shrinks the plan's within spread. It errs low where a derail is
+smaller than those thresholds (counted as chance) and with 2 repeats (no median apart
+from the mean), and it leaves out the narrower control floor re-answering also buys.
 Figures against the simulation: bench/bench_plan_power.py --reanswer.
 """
 
@@ -32,6 +35,7 @@ import pandas as pd
 
 from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import TASK_RATIO_CAP
+from tokenlens.decision.derails import DERAILED, REFERENCE_LOW
 from tokenlens.decision.grades import ClassGrades, pick_judge, prepare
 from tokenlens.decision.reanswer import REANSWER_COUNT, cells_to_reanswer
 
@@ -96,8 +100,8 @@ def measure_reanswer(grades: pd.DataFrame, *, judge: str | None) -> dict[str, Re
 
 
 def _removed(planned: pd.DataFrame, loud: set[tuple[str, str]], repeats: int) -> dict[str, float]:
-    """Per arm: the share of the within-task term (mean over its cells of s^2 / R) that
-    re-answering its loud cells removes (the module's docstring says how)."""
+    """Per arm: the share of the within-task term (the sum over its cells of s^2 / R)
+    that re-answering its loud cells removes (the module's docstring says how)."""
     if repeats < 2 or not loud:
         return {}
     grades = ClassGrades.of(planned)
@@ -107,21 +111,21 @@ def _removed(planned: pd.DataFrame, loud: set[tuple[str, str]], repeats: int) ->
         if arm == CONTROL:
             continue
         ok = pairs.reference > 0
-        ratio = np.minimum(pairs.comp[ok] / pairs.reference[ok], TASK_RATIO_CAP)
-        task = pairs.task[ok]
-        n_tasks = len(grades.tasks)
-        n = np.bincount(task, minlength=n_tasks).astype(float)
-        total = np.bincount(task, ratio, minlength=n_tasks)
-        squares = np.bincount(task, ratio**2, minlength=n_tasks)
-        has = n >= 2
-        var = np.zeros(n_tasks)
-        var[has] = (squares[has] - total[has] ** 2 / n[has]) / (n[has] - 1)
-        var = np.maximum(var, 0.0)
-        term = float((var[has] / r).sum())
+        ratio = pd.Series(np.minimum(pairs.comp[ok] / pairs.reference[ok], TASK_RATIO_CAP))
+        cells = ratio.groupby(pairs.task[ok]).agg(["mean", "median", "var", "min", "max", "count"])
+        cells = cells[cells["count"] >= 2]
+        term = float(cells["var"].sum() / r)
         if term <= 0:
             continue
-        typical = float(var[has].mean())
-        picked = np.array([(t, arm) in loud for t in grades.tasks]) & has
-        after = (r * var[picked] + k * typical) / (r + k) ** 2
-        out[arm] = max(float((var[picked] / r - after).sum()) / term, 0.0)
+        typical = float(cells["var"].mean())
+        picked = cells[[(grades.tasks[t], arm) in loud for t in cells.index]]
+        # a derailed compressed answer reads below DERAILED of the cell's median; a
+        # derailed cleartext answer lowers the reference, lifting the ratio past
+        # 1 / REFERENCE_LOW of it
+        derailed = (picked["min"] < DERAILED * picked["median"]) | (
+            picked["max"] * REFERENCE_LOW > picked["median"]
+        )
+        planned_var = typical / r + derailed * (picked["mean"] - picked["median"]) ** 2
+        after = (r**2 * planned_var + k * typical) / (r + k) ** 2
+        out[arm] = max(float((planned_var - after).sum()) / term, 0.0)
     return out
