@@ -128,8 +128,8 @@ def reanswer_bench(runs: int, pilot_tasks: int) -> None:
             base = base or figures
             gains = [
                 f"{100 * (figures[i] - base[i]) / (figures[i + 2] - base[i + 2]):.1f}"
-                if figures[i + 2] > base[i + 2]
-                else "—"  # the plain design, or a step that buys nothing here
+                if figures[i + 2] > base[i + 2] + 0.01
+                else "—"  # the plain design, or a step that costs (next to) nothing here
                 for i in (0, 1)
             ]
             print(
