@@ -55,6 +55,8 @@ QUICK: dict[str, tuple[str, ...]] = {
     "bench_plan_power.py": (
         r"spread 97\.5 %\s+drawn\s+\?\s+\d+ tasks held\s+\d+\.\d%",
         r"concentrated 99 %\s+formula .* certain\s+\d+\.\d%",
+        r"noisy\s+re-answer\s+\d+\.\d%\s+\d+\.\d%\s+\d+\.\d\d",
+        r"quiet\s+4th repeat\s+\d+\.\d%",
         r"load average",
     ),
     "bench_proxy.py": (

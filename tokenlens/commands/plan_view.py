@@ -13,15 +13,18 @@ from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
 from tokenlens.decision.evidence import tasks_for_measured
 from tokenlens.decision.plan_power import TaskSample, task_samples
+from tokenlens.decision.plan_reanswer import ReanswerMeasure, measure_reanswer
 from tokenlens.decision.planner import (
     ASSUMED_JUDGE_SHARE,
     ArmPlan,
     Cleared,
+    JudgeOption,
     best_option,
     decision_spread,
     judge_options,
     next_lever,
     plan_arm,
+    reanswer_option,
 )
 from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label
@@ -47,6 +50,9 @@ class PlanInputs:
     judge_calls_per_pair: int = 1
     #: (class, arm) -> the per-task retentions the run's bound read (from its grades).
     samples: dict[tuple[str, str], TaskSample] = field(default_factory=dict)
+    #: class -> what re-answering its disagreeing cells would buy (from its grades);
+    #: None when the run kept no grades table to measure it on.
+    reanswer: dict[str, ReanswerMeasure] | None = None
 
 
 def run_judge(policy: Policy | None, manifest: RunManifest | None) -> tuple[str | None, int]:
@@ -106,6 +112,7 @@ def load_inputs(
         task_rows = []
     for row in task_rows:
         tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
+    samples, reanswer = _samples(run_dir, curve)
     return PlanInputs(
         run,
         tolerance or (policy.tolerance if policy else None),
@@ -114,25 +121,30 @@ def load_inputs(
         {c: sum(v) / len(v) for c, v in tokens.items() if v},
         judge_model,
         per_pair,
-        _samples(run_dir, curve),
+        samples,
+        reanswer,
     )
 
 
-def _samples(run_dir: Any, curve: list[CurveRow]) -> dict[tuple[str, str], TaskSample]:
-    """The run's per-task retentions, read with the judge that decided; none when the
-    run kept no grades table (the plan then reads the curve alone)."""
+def _samples(
+    run_dir: Any, curve: list[CurveRow]
+) -> tuple[dict[tuple[str, str], TaskSample], dict[str, ReanswerMeasure] | None]:
+    """The run's per-task retentions and its re-answer step per class, read with the
+    judge that decided; none when the run kept no grades table (the plan then reads the
+    curve alone)."""
     from tokenlens.storage import read_parquet
 
     judges = {r["judge"] for r in curve if r.get("judge")}
     try:
         grades = read_parquet(run_dir.child("grades.parquet")).to_pandas()
     except FileNotFoundError:
-        return {}
+        return {}, None
+    judge = next(iter(judges)) if len(judges) == 1 else None
     try:
-        return task_samples(grades, judge=next(iter(judges)) if len(judges) == 1 else None)
+        return task_samples(grades, judge=judge), measure_reanswer(grades, judge=judge)
     except TokenLensError as exc:  # a table the decision could not read either
         log.warning("%s: planning from the curve alone (%s)", run_dir.url, exc)
-        return {}
+        return {}, None
 
 
 def _num(value: Any) -> float | None:
@@ -256,7 +268,10 @@ def print_plans(
             )
         print(f"{'':<22}{plan.note}")
     if judge_model is not None:
-        print("More answers or more judging (80% power at the tasks a ✓ needs):")
+        print(
+            "More answers, more judging, or more answers where repeats disagree "
+            "(80% power at the tasks a ✓ needs):"
+        )
         for line in lever_lines(inputs, plans, model=model, judge_model=judge_model):
             print(f"  {line}")
 
@@ -272,14 +287,68 @@ def judge_share(inputs: PlanInputs, task_class: str) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Levers:
+    """One arm's options at the tasks a ✓ needs, and the design they step from."""
+
+    options: list[JudgeOption]
+    current: tuple[int, int]  # (repeats, judge readings per pair)
+    here: JudgeOption
+    reanswer: str  # what re-answering would redo, or why there is no such step
+    judge_share: float | None
+
+
+def arm_levers(
+    inputs: PlanInputs, plans: list[ArmPlan], plan: ArmPlan, *, model: str, judge_model: str
+) -> Levers:
+    """Every option for `plan`'s arm at the tasks a ✓ needs, at the run's repeats (3 when
+    no grades table says): repeats x readings, and re-answering the cells whose repeats
+    disagree where the run's grades measured it."""
+    assert inputs.tolerance is not None
+    name = plan.task_class
+    share = judge_share(inputs, name)
+    measure = (inputs.reanswer or {}).get(name)
+    repeats = measure.repeats if measure is not None and measure.repeats >= 1 else 3
+    current = (repeats, inputs.judge_calls_per_pair)
+    n_arms = len([p for p in plans if p.task_class == name])
+    priced: dict[str, Any] = {
+        "tolerance": inputs.tolerance,
+        "retention": plan.assumed_retention,
+        "spread": plan.spread,
+        "judge_share": share,
+        "tasks": tasks_for_measured(inputs.tolerance),
+        "n_arms": n_arms,
+        "prompt_tokens": inputs.prompt_tokens.get(name, DEFAULT_PROMPT_TOKENS),
+        "model": model,
+        "judge_model": judge_model,
+    }
+    options = judge_options(**priced)
+    here = next(o for o in options if (o.repeats, o.readings) == current)
+    redo, why_not = _reanswer_words(inputs, measure, plan.arm)
+    if measure is None or why_not is not None:
+        return Levers(options, current, here, f"no re-answer step: {why_not}", share)
+    options.append(
+        reanswer_option(
+            repeats=current[0],
+            readings=current[1],
+            within_scale=measure.within_scale(plan.arm),
+            extra_per_task=measure.extra_per_task(n_arms),
+            **priced,
+        )
+    )
+    gain = options[-1].power - here.power
+    extra = (options[-1].cost_usd or 0.0) - (here.cost_usd or 0.0)
+    return Levers(options, current, here, f"{redo}: +{gain:.0%} power for {_money(extra)}", share)
+
+
 def lever_lines(
     inputs: PlanInputs, plans: list[ArmPlan], *, model: str, judge_model: str
 ) -> list[str]:
-    """Per class, at the tasks a ✓ needs: more answers (repeats) or more judging (both A/B
-    orders)? Read for the class's hardest arm that can hold (smallest positive margin)."""
+    """Per class, at the tasks a ✓ needs: more answers (repeats), more judging (both A/B
+    orders), or more answers only where the repeats disagree (`--reanswer`)? Read for the
+    class's hardest arm that can hold (smallest positive margin)."""
     assert inputs.tolerance is not None
     need = tasks_for_measured(inputs.tolerance)
-    current = (3, inputs.judge_calls_per_pair)
     lines: list[str] = []
     classes = dict.fromkeys(p.task_class for p in plans)
     for name in classes:
@@ -287,35 +356,26 @@ def lever_lines(
         if not mine:
             continue
         plan = min(mine, key=lambda p: p.assumed_retention)
-        share = judge_share(inputs, name)
-        options = judge_options(
-            tolerance=inputs.tolerance,
-            retention=plan.assumed_retention,
-            spread=plan.spread,
-            judge_share=share,
-            tasks=need,
-            n_arms=len([p for p in plans if p.task_class == name]),
-            prompt_tokens=inputs.prompt_tokens.get(name, DEFAULT_PROMPT_TOKENS),
-            model=model,
-            judge_model=judge_model,
-        )
+        levers = arm_levers(inputs, plans, plan, model=model, judge_model=judge_model)
+        share, current = levers.judge_share, levers.current
         noise = (
             f"the judge is {share:.0%} of the noise floor (measured)"
             if share is not None
             else f"judge share of the noise unknown, {ASSUMED_JUDGE_SHARE:.0%} assumed "
             "(--judge-twice measures it)"
         )
-        step = next_lever(options, *current)
-        best = best_option(options)
-        here = next(o for o in options if (o.repeats, o.readings) == current)
+        step = next_lever(levers.options, *current)
+        best = best_option(levers.options)
         words = [
             f"{name} ({arm_label(plan.arm)}) at {need} tasks: {noise}; "
-            f"{current[0]} repeats x {current[1]} reading(s) {here.power:.0%} power"
+            f"{current[0]} repeats x {current[1]} reading(s) {levers.here.power:.0%} power",
+            levers.reanswer,
         ]
         if step is not None:
             words.append(f"next dollar: {step[0]} (+{step[1]:.0%} power for {_money(step[2])})")
         if best is not None:
             orders = ", both A/B orders" if best.readings == 2 else ""
+            orders += ", re-answering where repeats disagree" if best.reanswer else ""
             words.append(
                 f"cheapest with 80% power: {best.repeats} repeats{orders}, {_money(best.cost_usd)}"
             )
@@ -323,3 +383,24 @@ def lever_lines(
             words.append("no option here reaches 80% power at this size")
         lines.append("; ".join(words))
     return lines
+
+
+def _reanswer_words(
+    inputs: PlanInputs, measure: ReanswerMeasure | None, arm: str
+) -> tuple[str, str | None]:
+    """What re-answering would pay for (the cells it picks), or why there is no such step."""
+    if inputs.reanswer is None:
+        return "", "no grades table to see where repeats disagree"
+    if measure is None:
+        return "", "no graded pairs of this class"
+    if measure.repeats < 2:
+        return "", f"{measure.repeats} repeat, nothing to disagree"
+    if measure.already:
+        return "", "this run re-answered already"
+    share = measure.cells_redone / measure.cells if measure.cells else 0.0
+    return (
+        f"re-answering would redo {share:.0%} of cells ({measure.cells_redone} of "
+        f"{measure.cells}), {measure.removed.get(arm, 0.0):.0%} of the arm's "
+        "within-task noise",
+        None,
+    )

@@ -12,6 +12,10 @@ calls. An arm the run already held is said to be so.
 
 An arm measured at or below the tolerance cannot be planned for: no design certifies
 what is not there, and the planner says so instead of printing a huge number.
+
+With a paid judge it also weighs the next step for a class (`judge_options`,
+`next_lever`): one more repeat, both A/B orders, or re-answering where repeats disagree
+(`reanswer_option`, measured by `tokenlens.decision.plan_reanswer`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,26 @@ def price_design(
         llm_judge=judge_model is not None,
         judge_calls_per_pair=judge_calls_per_pair,
     )
+    return price_calls(
+        answers,
+        judges,
+        prompt_tokens=prompt_tokens,
+        model=model,
+        judge_model=judge_model,
+        batch=batch,
+    )
+
+
+def price_calls(
+    answers: float,
+    judges: float,
+    *,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str | None,
+    batch: bool = False,
+) -> float | None:
+    """Dollars for `answers` answer calls and `judges` judge calls (None: no price)."""
     answer_cost = cost_usd(
         model,
         input_tokens=int(prompt_tokens),
@@ -250,6 +274,8 @@ class JudgeOption:
     tasks: int
     power: float
     cost_usd: float | None
+    #: The cells whose repeats disagree re-answered (`--reanswer`, `reanswer_option`).
+    reanswer: bool = False
 
     @property
     def power_per_dollar(self) -> float:
@@ -313,6 +339,54 @@ def judge_options(
     return out
 
 
+def reanswer_option(
+    *,
+    tolerance: float,
+    retention: float | None,
+    spread: Spread | None,
+    judge_share: float | None,
+    tasks: int,
+    repeats: int,
+    readings: int,
+    within_scale: float,
+    extra_per_task: tuple[float, float],
+    n_arms: int,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str,
+) -> JudgeOption:
+    """The design (`repeats`, `readings`) with its disagreeing cells re-answered: the
+    within-task spread scaled by `within_scale` and `extra_per_task` (answers, pairs to
+    judge) more calls per task, both measured on the run's grades
+    (`tokenlens.decision.plan_reanswer`)."""
+    truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
+    sp = read_spread(
+        spread if spread is not None else ASSUMED_SPREAD,
+        ASSUMED_JUDGE_SHARE if judge_share is None else judge_share,
+        readings,
+    )
+    sp = Spread(sp.between, (sp.within or 0.0) * within_scale)
+    answers, judges = calls_for(
+        tasks, repeats, n_arms, llm_judge=True, judge_calls_per_pair=readings
+    )
+    extra_answers, extra_pairs = extra_per_task
+    cost = price_calls(
+        answers + tasks * extra_answers,
+        judges + tasks * extra_pairs * readings,
+        prompt_tokens=prompt_tokens,
+        model=model,
+        judge_model=judge_model,
+    )
+    power = power_at(truth - tolerance, sp, tasks, repeats)
+    return JudgeOption(repeats, readings, tasks, power, cost, reanswer=True)
+
+
+#: Power a step must buy to be named the next dollar while another step buys that much.
+MIN_STEP_GAIN = 0.001
+#: The next step's name when it re-answers the disagreeing cells.
+REANSWER_STEP = "re-answer where repeats disagree (--reanswer)"
+
+
 def best_option(options: Sequence[JudgeOption]) -> JudgeOption | None:
     """The cheapest option with the planner's power (None: no option reaches it)."""
     enough = [o for o in options if o.cost_usd is not None and o.power >= POWER]
@@ -323,21 +397,25 @@ def next_lever(
     options: Sequence[JudgeOption], repeats: int, readings: int
 ) -> tuple[str, float, float] | None:
     """From the current design, which step buys more power per extra dollar: one more
-    repeat, or a second judge reading per pair. (name, power gained, dollars added)."""
-    by = {(o.repeats, o.readings): o for o in options}
-    here = by.get((repeats, readings))
+    repeat, a second judge reading per pair, or re-answering the cells whose repeats
+    disagree (when `options` holds that option, `reanswer_option`).
+    (name, power gained, dollars added)."""
+    by = {(o.repeats, o.readings, o.reanswer): o for o in options}
+    here = by.get((repeats, readings, False))
     if here is None or here.cost_usd is None:
         return None
-    steps = {"one more repeat": by.get((repeats + 1, readings))}
-    steps["both A/B orders"] = by.get((repeats, 2)) if readings == 1 else None
-    best: tuple[str, float, float] | None = None
-    for name, step in steps.items():
-        if step is None or step.cost_usd is None or step.cost_usd <= here.cost_usd:
-            continue
-        gain, dollars = step.power - here.power, step.cost_usd - here.cost_usd
-        if best is None or gain / dollars > best[1] / best[2]:
-            best = (name, gain, dollars)
-    return best
+    steps = {"one more repeat": by.get((repeats + 1, readings, False))}
+    steps["both A/B orders"] = by.get((repeats, 2, False)) if readings == 1 else None
+    steps[REANSWER_STEP] = by.get((repeats, readings, True))
+    priced = [
+        (name, step.power - here.power, step.cost_usd - here.cost_usd)
+        for name, step in steps.items()
+        if step is not None and step.cost_usd is not None and step.cost_usd > here.cost_usd
+    ]
+    # a step that buys (next to) nothing is no advice, however cheap: re-answering the one
+    # cell a quiet class's repeats disagree on costs cents for a hundredth of a point
+    worth = [s for s in priced if s[1] >= MIN_STEP_GAIN] or priced
+    return max(worth, key=lambda s: s[1] / s[2], default=None)
 
 
 def decision_spread(
