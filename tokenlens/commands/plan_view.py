@@ -13,7 +13,7 @@ from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import ALL_CLASSES
 from tokenlens.decision.evidence import tasks_for_measured
 from tokenlens.decision.plan_power import TaskSample, task_samples
-from tokenlens.decision.plan_reanswer import ReanswerMeasure, measure_reanswer
+from tokenlens.decision.plan_reanswer import ReanswerMeasure, measure_reanswer, reanswer_option
 from tokenlens.decision.planner import (
     ASSUMED_JUDGE_SHARE,
     ArmPlan,
@@ -24,7 +24,6 @@ from tokenlens.decision.planner import (
     judge_options,
     next_lever,
     plan_arm,
-    reanswer_option,
 )
 from tokenlens.errors import TokenLensError
 from tokenlens.formatting import arm_label

@@ -37,7 +37,18 @@ from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.curve import TASK_RATIO_CAP
 from tokenlens.decision.derails import DERAILED, REFERENCE_LOW
 from tokenlens.decision.grades import ClassGrades, pick_judge, prepare
+from tokenlens.decision.planner import (
+    ASSUMED_JUDGE_SHARE,
+    ASSUMED_MARGIN,
+    ASSUMED_SPREAD,
+    JudgeOption,
+    calls_for,
+    power_at,
+    price_calls,
+    read_spread,
+)
 from tokenlens.decision.reanswer import REANSWER_COUNT, cells_to_reanswer
+from tokenlens.stats import Spread
 
 
 @dataclass(frozen=True)
@@ -129,3 +140,45 @@ def _removed(planned: pd.DataFrame, loud: set[tuple[str, str]], repeats: int) ->
         after = (r**2 * planned_var + k * typical) / (r + k) ** 2
         out[arm] = max(float((planned_var - after).sum()) / term, 0.0)
     return out
+
+
+def reanswer_option(
+    *,
+    tolerance: float,
+    retention: float | None,
+    spread: Spread | None,
+    judge_share: float | None,
+    tasks: int,
+    repeats: int,
+    readings: int,
+    within_scale: float,
+    extra_per_task: tuple[float, float],
+    n_arms: int,
+    prompt_tokens: float,
+    model: str,
+    judge_model: str,
+) -> JudgeOption:
+    """The design (`repeats`, `readings`) with its disagreeing cells re-answered: the
+    within-task spread scaled by `within_scale` and `extra_per_task` (answers, pairs to
+    judge) more calls per task, both measured on the run's grades
+    (`tokenlens.decision.plan_reanswer`)."""
+    truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
+    sp = read_spread(
+        spread if spread is not None else ASSUMED_SPREAD,
+        ASSUMED_JUDGE_SHARE if judge_share is None else judge_share,
+        readings,
+    )
+    sp = Spread(sp.between, (sp.within or 0.0) * within_scale)
+    answers, judges = calls_for(
+        tasks, repeats, n_arms, llm_judge=True, judge_calls_per_pair=readings
+    )
+    extra_answers, extra_pairs = extra_per_task
+    cost = price_calls(
+        answers + tasks * extra_answers,
+        judges + tasks * extra_pairs * readings,
+        prompt_tokens=prompt_tokens,
+        model=model,
+        judge_model=judge_model,
+    )
+    power = power_at(truth - tolerance, sp, tasks, repeats)
+    return JudgeOption(repeats, readings, tasks, power, cost, reanswer=True)

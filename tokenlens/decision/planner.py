@@ -15,7 +15,7 @@ what is not there, and the planner says so instead of printing a huge number.
 
 With a paid judge it also weighs the next step for a class (`judge_options`,
 `next_lever`): one more repeat, both A/B orders, or re-answering where repeats disagree
-(`reanswer_option`, measured by `tokenlens.decision.plan_reanswer`).
+(`tokenlens.decision.plan_reanswer` measures and prices that step).
 """
 
 from __future__ import annotations
@@ -274,7 +274,8 @@ class JudgeOption:
     tasks: int
     power: float
     cost_usd: float | None
-    #: The cells whose repeats disagree re-answered (`--reanswer`, `reanswer_option`).
+    #: The cells whose repeats disagree re-answered (`--reanswer`,
+    #: `tokenlens.decision.plan_reanswer.reanswer_option`).
     reanswer: bool = False
 
     @property
@@ -339,48 +340,6 @@ def judge_options(
     return out
 
 
-def reanswer_option(
-    *,
-    tolerance: float,
-    retention: float | None,
-    spread: Spread | None,
-    judge_share: float | None,
-    tasks: int,
-    repeats: int,
-    readings: int,
-    within_scale: float,
-    extra_per_task: tuple[float, float],
-    n_arms: int,
-    prompt_tokens: float,
-    model: str,
-    judge_model: str,
-) -> JudgeOption:
-    """The design (`repeats`, `readings`) with its disagreeing cells re-answered: the
-    within-task spread scaled by `within_scale` and `extra_per_task` (answers, pairs to
-    judge) more calls per task, both measured on the run's grades
-    (`tokenlens.decision.plan_reanswer`)."""
-    truth = min(retention, 1.0) if retention is not None else tolerance + ASSUMED_MARGIN
-    sp = read_spread(
-        spread if spread is not None else ASSUMED_SPREAD,
-        ASSUMED_JUDGE_SHARE if judge_share is None else judge_share,
-        readings,
-    )
-    sp = Spread(sp.between, (sp.within or 0.0) * within_scale)
-    answers, judges = calls_for(
-        tasks, repeats, n_arms, llm_judge=True, judge_calls_per_pair=readings
-    )
-    extra_answers, extra_pairs = extra_per_task
-    cost = price_calls(
-        answers + tasks * extra_answers,
-        judges + tasks * extra_pairs * readings,
-        prompt_tokens=prompt_tokens,
-        model=model,
-        judge_model=judge_model,
-    )
-    power = power_at(truth - tolerance, sp, tasks, repeats)
-    return JudgeOption(repeats, readings, tasks, power, cost, reanswer=True)
-
-
 #: Power a step must buy to be named the next dollar while another step buys that much.
 MIN_STEP_GAIN = 0.001
 #: The next step's name when it re-answers the disagreeing cells.
@@ -398,7 +357,7 @@ def next_lever(
 ) -> tuple[str, float, float] | None:
     """From the current design, which step buys more power per extra dollar: one more
     repeat, a second judge reading per pair, or re-answering the cells whose repeats
-    disagree (when `options` holds that option, `reanswer_option`).
+    disagree (when `options` holds that option, `plan_reanswer.reanswer_option`).
     (name, power gained, dollars added)."""
     by = {(o.repeats, o.readings, o.reanswer): o for o in options}
     here = by.get((repeats, readings, False))
