@@ -165,6 +165,15 @@ def test_reanswer_is_refused_with_the_sequential_design(
     assert "--reanswer" in capsys.readouterr().err
 
 
+def test_the_dry_run_says_reanswer_pays_nothing_at_one_repeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--store", str(tmp_path / "s"), "--reports", str(tmp_path / "r"), "--dry-run"]
+    for repeats, said in (("1", "pays nothing at 1 repeat"), ("3", "re-answering adds 3")):
+        assert cli_main(["calibrate", "--reanswer", "--repeats", repeats, *where]) == 0
+        assert said in capsys.readouterr().out
+
+
 def test_history_compares_reanswer_and_reads_a_run_from_before_it_as_off() -> None:
     from types import SimpleNamespace
 

@@ -49,6 +49,8 @@ class CallPlan:
     #: With re-answering (`--reanswer`): the answer calls it adds if every cell's repeats
     #: disagree (`REANSWER_COUNT` more replicates of everything), a bound not counted above.
     reanswer_answers: int = 0
+    #: `--reanswer` asked for at one repeat, where no cell's repeats can disagree.
+    reanswer_idle: bool = False
 
     @property
     def new_answer_calls(self) -> int:
@@ -86,6 +88,8 @@ class CallPlan:
         )
 
     def _reanswer(self) -> str:
+        if self.reanswer_idle:
+            return "; --reanswer pays nothing at 1 repeat (no repeats to disagree: --repeats 3)"
         if not self.reanswer_answers:
             return ""
         return (
@@ -187,6 +191,7 @@ def plan_calls(
         reanswer_answers=-(-len(unique) * REANSWER_COUNT // config.repeats)
         if config.reanswer and config.repeats >= 2
         else 0,
+        reanswer_idle=config.reanswer and config.repeats < 2,
     )
 
 
