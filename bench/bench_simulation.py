@@ -29,6 +29,8 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
        .venv/bin/python bench/bench_simulation.py --paired 1000 --worlds noisy --designs 60x3 \
            --why   # one cell, and why each run certified by one design only was missed
+       .venv/bin/python bench/bench_simulation.py --paired 400 --worlds noisy --designs 60x3 \
+           --reanswer   # both designs re-answering, against the same draws without it
        .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
        .venv/bin/python bench/bench_simulation.py --judge-levers 500 --levers "re-answer|4 rep"
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
