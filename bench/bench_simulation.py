@@ -29,6 +29,8 @@ Usage: .venv/bin/python bench/bench_simulation.py [--quick] [--runs 1000] [--oth
        .venv/bin/python bench/bench_simulation.py --paired 400   # fixed vs sequential, ✓
        .venv/bin/python bench/bench_simulation.py --paired 1000 --worlds noisy --designs 60x3 \
            --why   # one cell, and why each run certified by one design only was missed
+       .venv/bin/python bench/bench_simulation.py --paired 400 --worlds noisy --designs 60x3 \
+           --reanswer   # both designs re-answering, against the same draws without it
        .venv/bin/python bench/bench_simulation.py --judge-levers 300   # judge noise levers
        .venv/bin/python bench/bench_simulation.py --judge-levers 500 --levers "re-answer|4 rep"
 The `--mode mean` comparison and the seed's worked example live in tests/decision.
@@ -55,7 +57,7 @@ from tokenlens.simulate import (
 )
 from tokenlens.simulate import run_study as study_of_arms
 from tokenlens.simulate_judge import CEILING_TOLERANCE, Ceiling, ceiling
-from tokenlens.simulate_study import DESIGNS, WORLDS, CellTally, run_study
+from tokenlens.simulate_study import DESIGNS, PLAIN, WORLDS, CellTally, run_study
 from tokenlens.stats import IntervalMethod, ratio_estimate
 
 
@@ -254,6 +256,7 @@ def paired(
     worlds: Sequence[str] = ("concentrated", "noisy"),
     cells: Sequence[tuple[int, int]] = PAIRED_DESIGNS,
     why: bool = False,
+    reanswer: bool = False,
 ) -> None:
     """Fixed vs sequential on the same draws, in the concentrated and noisy worlds
     (or `worlds`, at `cells`).
@@ -264,23 +267,30 @@ def paired(
     the fixed design's ✓ runs the sequential design also certifies, and the edge arm's
     discordant runs (applied by one design only) with an exact McNemar p-value. Then the
     noisy world's power (each arm alone, as the CEILING reads it) against the ceiling.
-    With `why`, each run where one design alone certifies, and what the other one did."""
+    With `why`, each run where one design alone certifies, and what the other one did.
+    With `reanswer`, both designs re-answer where repeats disagree (behind the derail
+    guard) and the same draws are read without the re-answers too (`-plain` rows); then
+    per design, paired against its plain reading: the 94 % arm's and the derail-harmed 94 %
+    arm's runs applied by one reading only (`tokenlens.simulate_study`)."""
     from scipy.stats import binomtest
 
     from tokenlens.simulate_why import tally
 
     chosen = {k: WORLDS[k] for k in worlds}
-    study = run_study(chosen, cells, dict.fromkeys(cells, runs), seed=seed, processes=processes)
+    study = run_study(
+        chosen, cells, dict.fromkeys(cells, runs), seed=seed, processes=processes, reanswer=reanswer
+    )
     print(
-        f"\n{'paired world':15} {'design':>6} {'':>10} {'runs':>5} {'✓ rate':>7} "
+        f"\n{'paired world':15} {'design':>6} {'':>16} {'runs':>5} {'✓ rate':>7} "
         f"{'✓ value':>8} {'answers':>8} {'power':>7} {'alone':>7} {'false':>6}"
     )
     for name in chosen:
         for n, r in cells:
             fixed, seq = (study.cell(name, n, r, d) for d in ("fixed", "sequential"))
-            for t in (fixed, seq):
+            plain = [study.cell(name, n, r, d) for d in PLAIN] if reanswer else []
+            for t in (fixed, seq, *plain):
                 print(
-                    f"{name:15} {n:>3}x{r:<2} {t.design:>10} {t.runs:>5} "
+                    f"{name:15} {n:>3}x{r:<2} {t.design:>16} {t.runs:>5} "
                     f"{_pct(t.certified_rate):>7} {_pct(t.certified_share):>8} "
                     f"{t.answers_per_run:8.0f} {_pct(t.power):>7} {_pct(t.alone_power):>7} "
                     f"{_pct(t.false_rate):>6}"
@@ -305,6 +315,8 @@ def paired(
                 )
                 for line in design.certified_only if why else ():
                     print(f"  {other.design} {line}")
+            for design, base in zip((fixed, seq), plain, strict=False):
+                _against_plain(design, base, n, r, name)
     if ("noisy" not in chosen) or (60, 3) not in cells:
         return
     noisy = study.cell("noisy", 60, 3, "fixed")
@@ -312,6 +324,27 @@ def paired(
         f"PAIRED noisy 60x3 power (each arm alone) {_pct(noisy.alone_power).strip()} = "
         f"{_against_ceilings(noisy.alone_power, ceiling(60, 4000, seed))} (goal >= 0.80)"
     )
+
+
+def _against_plain(design: CellTally, plain: CellTally, n: int, r: int, world: str) -> None:
+    """One design re-answering against the same draws read without the re-answers."""
+    from scipy.stats import binomtest
+
+    for label, mine, theirs in (
+        ("edge arm (true 0.94)", design.edge_runs, plain.edge_runs),
+        ("derail-harmed edge arm (true 0.94)", design.derail_runs, plain.derail_runs),
+    ):
+        b, c = len(set(theirs) - set(mine)), len(set(mine) - set(theirs))
+        p = binomtest(c, b + c, 0.5).pvalue if b + c else 1.0
+        print(
+            f"REANSWER {n}x{r} {world} {design.design}: {label} applied in "
+            f"{_pct(len(mine) / design.runs).strip()} re-answering, "
+            f"{_pct(len(theirs) / plain.runs).strip()} without; by the plain reading only {b}, "
+            f"by re-answering only {c}: McNemar p = {p:.3f}; power {_pct(design.power).strip()}"
+            f" against {_pct(plain.power).strip()}, ✓ {_pct(design.certified_rate).strip()} "
+            f"against {_pct(plain.certified_rate).strip()}, answers "
+            f"{design.answers / plain.answers:.2f} of the plain reading's"
+        )
 
 
 def _against_ceilings(power: float, ceil: Ceiling) -> str:
@@ -439,6 +472,12 @@ def main(argv: list[str] | None = None) -> None:
         help="with --paired: each run certified by one design only, and what the other did",
     )
     parser.add_argument(
+        "--reanswer",
+        action="store_true",
+        help="with --paired: both designs re-answer where repeats disagree (derail guard),"
+        " against the same draws read without the re-answers",
+    )
+    parser.add_argument(
         "--judge-levers",
         type=int,
         default=0,
@@ -467,6 +506,7 @@ def main(argv: list[str] | None = None) -> None:
                 worlds=args.worlds.split(",") if args.worlds else ("concentrated", "noisy"),
                 cells=_designs(args.designs) if args.designs else PAIRED_DESIGNS,
                 why=args.why,
+                reanswer=args.reanswer,
             )
         if args.judge_levers:
             judge_levers(

@@ -297,7 +297,7 @@ def _run(  # the run once opened: every stage, then the result
                 rounds = sample_in_rounds(
                     _as_is(cal), _as_is(selected), _as_is(compressing.result())
                 )
-                grades, curve = rounds.grades, rounds.curve
+                grades, curve, notes = rounds.read, rounds.curve, rounds.notes
             else:
                 paying: Compressions = compressing if overlapped else compressing.result()
                 paid = answer_and_judge(

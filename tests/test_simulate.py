@@ -55,3 +55,19 @@ def test_study_cells_count_false_application_power_and_savings() -> None:
     assert seq.calls <= fixed.calls  # the loop never pays more than the whole draw
     low, high = wilson(5, 100)
     assert low < 0.05 < high and round(low, 3) == 0.022 and round(high, 3) == 0.112
+
+
+def test_a_reanswer_study_reads_the_same_draws_with_and_without_the_re_answers() -> None:
+    from tokenlens.simulate_study import WORLDS, run_cell
+
+    tallies = run_cell("noisy", WORLDS["noisy"], 20, 3, runs=2, seed=3, reanswer=True)
+    by = {t.design: t for t in tallies}
+    assert list(by) == ["fixed", "sequential", "fixed-plain", "sequential-plain"]
+    for design in ("fixed", "sequential"):
+        # the same planned draws, and re-answers on top of them (the noisy world's
+        # repeats disagree somewhere in every run)
+        assert by[design].answers > by[f"{design}-plain"].answers
+        assert by[design].runs == by[f"{design}-plain"].runs == 2
+    # planned only: per run the edge class's 60 cleartext answers and 2 x 60 second ones,
+    # the ladder's 60 and 5 x 60 (fewer where the world drops a row)
+    assert 0.95 * 2 * (180 + 360) < by["fixed-plain"].answers <= 2 * (180 + 360)

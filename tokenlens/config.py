@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tokenlens.tasks import (
     DEFAULT_TASKS_PATH,
@@ -128,7 +128,8 @@ class CalibrationConfig(BaseModel):
         description="after the planned repeats, pay 3 more answers for each task x arm "
         "(control included) whose repeats' grades disagree by more than 20 points, every "
         "answer counted; an arm whose answers derailed more often than the control's is "
-        "read on its planned repeats alone (fixed design only).",
+        "read on its planned repeats alone (the sequential design re-answers at each arm's "
+        "last look).",
     )
     #: Kept as text, since a `Path` would fold ``s3://`` into ``s3:/`` (`tokenlens.storage`).
     store: str = Field(
@@ -162,16 +163,6 @@ class CalibrationConfig(BaseModel):
         if isinstance(value, str) and not value.strip():
             raise ValueError("an empty location; give a folder or a URL such as s3://bucket/prefix")
         return value
-
-    @model_validator(mode="after")
-    def _reanswer_fits_the_design(self) -> CalibrationConfig:
-        if self.reanswer and self.design == "sequential":
-            raise ValueError(
-                "reanswer (--reanswer): re-answering follows the fixed design's planned "
-                "repeats, and the sequential design decides in rounds; use design=fixed "
-                "(--design fixed) or leave reanswer off"
-            )
-        return self
 
     @field_validator("rates")
     @classmethod

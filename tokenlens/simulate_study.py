@@ -14,6 +14,12 @@ Each calibration draws two classes from one world at its full design (tasks x re
 The fixed design reads the whole draw; the sequential loop (`tokenlens.decision.sequential`)
 asks an oracle serving the same draw, so both see identical data where they overlap.
 Calls are counted as a run pays them (`simulate_sequential.calls_for_cells`).
+
+With `reanswer`, the world also draws the re-answers of the cells whose repeats disagree
+(`tokenlens.decision.reanswer`), both designs re-answer and read through the derail guard
+(rows `fixed` and `sequential`), and the same draws without the re-answers are read as
+before (rows `fixed-plain` and `sequential-plain`), so the two are paired; a third class
+holds the edge arm harmed by extra derails (`simulate_judge.derail_edge`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tokenlens.decision import aggregate, decide
+from tokenlens.decision.reanswer import REANSWER_COUNT, REANSWER_SPREAD, read_with_guard
 from tokenlens.decision.sequential import ClassPlan, SequentialSettings, run_sequential
 from tokenlens.simulate import DEFAULT_SCENARIOS, Scenario, SimArm, simulate_grades
 from tokenlens.simulate_sequential import answers_for_cells, calls_for_cells, table_oracle
@@ -66,6 +73,8 @@ WORLDS: dict[str, Scenario] = {
 #: Designs the minimum-evidence rule allows a ? at (>= 20 tasks at a 95 % tolerance).
 DESIGNS: tuple[tuple[int, int], ...] = ((20, 1), (20, 3), (40, 1), (40, 3))
 DESIGN_NAMES = ("fixed", "sequential")
+#: With re-answering: the same draws read without their re-answers (paired).
+PLAIN = ("fixed-plain", "sequential-plain")
 
 
 def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
@@ -110,6 +119,10 @@ class CellTally:
     #: Runs where only this design published the ladder ✓: why the other did not
     #: (`tokenlens.simulate_why.explain`, prefixed with the run's number).
     certified_only: list[str] = field(default_factory=list)
+    #: Run numbers that applied the borderline arm, and (with re-answering) the edge arm
+    #: harmed by extra derails: for paired comparisons across any two designs.
+    edge_runs: list[int] = field(default_factory=list)
+    derail_runs: list[int] = field(default_factory=list)
 
     @property
     def false_rate(self) -> float:
@@ -150,7 +163,8 @@ class CellTally:
 
     def add(self, other: CellTally) -> None:
         for f in fields(self):
-            if f.type in ("int", "float", "list[str]") and f.name not in ("tasks", "repeats"):
+            summed = ("int", "float", "list[str]", "list[int]")
+            if f.type in summed and f.name not in ("tasks", "repeats"):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
@@ -175,18 +189,24 @@ def _outcome(curve_table: pd.DataFrame, task_class: str, paid: pd.DataFrame) -> 
 
 
 def _decisions(
-    table: pd.DataFrame, arms: Sequence[SimArm], task_class: str, repeats: int
+    table: pd.DataFrame,
+    arms: Sequence[SimArm],
+    task_class: str,
+    repeats: int,
+    reanswer: bool = False,
 ) -> tuple[dict[str, Outcome], set[str], dict[str, tuple[pd.DataFrame, pd.DataFrame]]]:
     """Fixed and sequential: what each published and paid, on one draw; the arms that
-    pass on their own in the fixed design; and each design's curve rows and paid grades."""
-    fixed = aggregate(table, tolerance=TOLERANCE, pooled=False)
+    pass on their own in the fixed design; and each design's curve rows and paid grades.
+    With `reanswer` both re-answer (the draw holds the re-answers) behind the guard."""
+    read = read_with_guard(table, repeats)[0] if reanswer else table
+    fixed = aggregate(read, tolerance=TOLERANCE, pooled=False)
     rows = fixed.rows(task_class)
     passing = set(rows.loc[rows["passes"].astype(bool), "arm"])
     ladder = tuple(a.key for a in sorted(arms, key=lambda a: a.reduction))
     plan = ClassPlan(task_class, tuple(sorted(set(table["task_id"]))), ladder)
-    settings = SequentialSettings(tolerance=TOLERANCE, max_repeats=repeats)
+    settings = SequentialSettings(tolerance=TOLERANCE, max_repeats=repeats, reanswer=reanswer)
     seq = run_sequential([plan], table_oracle(table), settings)
-    read = {
+    rows_read = {
         "fixed": (fixed.rows(task_class), table),
         "sequential": (seq.curve.rows(task_class), seq.grades),
     }
@@ -196,33 +216,67 @@ def _decisions(
             "sequential": _outcome(seq.curve.table, task_class, seq.grades),
         },
         passing,
-        read,
+        rows_read,
     )
 
 
+def _paired_decisions(
+    table: pd.DataFrame, arms: Sequence[SimArm], task_class: str, repeats: int, reanswer: bool
+) -> tuple[dict[str, Outcome], set[str], dict[str, tuple[pd.DataFrame, pd.DataFrame]]]:
+    """`_decisions`, and with `reanswer` also the same draw without its re-answers."""
+    out, passing, read = _decisions(table, arms, task_class, repeats, reanswer)
+    if reanswer:
+        planned = table[table["replicate"].astype(int) < repeats].reset_index(drop=True)
+        plain, _, plain_read = _decisions(planned, arms, task_class, repeats)
+        for design, name in zip(DESIGN_NAMES, PLAIN, strict=True):
+            out[name], read[name] = plain[design], plain_read[design]
+    return out, passing, read
+
+
 def run_cell(
-    world_name: str, world: Scenario, tasks: int, repeats: int, *, runs: int, seed: int
+    world_name: str,
+    world: Scenario,
+    tasks: int,
+    repeats: int,
+    *,
+    runs: int,
+    seed: int,
+    reanswer: bool = False,
 ) -> list[CellTally]:
-    """`runs` paired calibrations of one world at one design."""
+    """`runs` paired calibrations of one world at one design (`reanswer`: module doc)."""
     rng = np.random.default_rng([seed, tasks, repeats, sum(map(ord, world_name))])
-    tallies = {d: CellTally(world_name, tasks, repeats, d) for d in DESIGN_NAMES}
+    names = DESIGN_NAMES + (PLAIN if reanswer else ())
+    tallies = {d: CellTally(world_name, tasks, repeats, d) for d in names}
     base = replace(world, n_tasks=tasks, replicates=repeats, tolerance=TOLERANCE)
+    if reanswer:
+        from tokenlens.simulate_judge import derail_edge
+
+        base = replace(base, reanswer_spread=REANSWER_SPREAD, reanswer_count=REANSWER_COUNT)
+        derailing = (replace(derail_edge(base, BORDERLINE[0].true_retention), key="prune@0.6"),)
     truth = {a.key: a for a in LADDER}
     order = [a.key for a in sorted(LADDER, key=lambda a: a.reduction)]
     oracle = max(a.reduction for a in LADDER if a.true_retention >= TOLERANCE)
     for run in range(runs):
         border = simulate_grades(replace(base, arms=BORDERLINE), rng, task_class="border")
         ladder = simulate_grades(replace(base, arms=LADDER), rng, task_class="ladder")
-        border_out, _, _ = _decisions(border, BORDERLINE, "border", repeats)
-        ladder_out, passing, read = _decisions(ladder, LADDER, "ladder", repeats)
+        border_out, _, _ = _paired_decisions(border, BORDERLINE, "border", repeats, reanswer)
+        ladder_out, passing, read = _paired_decisions(ladder, LADDER, "ladder", repeats, reanswer)
+        derail_out: dict[str, Outcome] = {}
+        if reanswer:
+            drawn = simulate_grades(replace(base, arms=derailing), rng, task_class="derail")
+            derail_out = _paired_decisions(drawn, derailing, "derail", repeats, reanswer)[0]
         for design, tally in tallies.items():
-            other = DESIGN_NAMES[1 - DESIGN_NAMES.index(design)]
+            pair = PLAIN if design in PLAIN else DESIGN_NAMES
+            other = pair[1 - pair.index(design)]
             edge, out = border_out[design], ladder_out[design]
             chosen = out.chosen
             tally.runs += 1
             tally.calls += edge.calls + out.calls
             tally.answers += edge.answers + out.answers
             tally.false_applied += int(edge.chosen is not None)
+            tally.edge_runs += [run] if edge.chosen is not None else []
+            if design in derail_out and derail_out[design].chosen is not None:
+                tally.derail_runs.append(run)
             tally.edge_only += int(edge.chosen is not None and border_out[other].chosen is None)
             tally.certified += int(out.certified)
             tally.certified_both += int(out.certified and ladder_out[other].certified)
@@ -263,10 +317,11 @@ def run_study(
     *,
     seed: int,
     processes: int = 1,
+    reanswer: bool = False,
 ) -> Study:
     """Every world x design; `runs_for[design]` calibrations each (in `processes`)."""
     jobs = [
-        (name, world, n, r, runs_for[(n, r)], seed)
+        (name, world, n, r, runs_for[(n, r)], seed, reanswer)
         for name, world in worlds.items()
         for n, r in designs
     ]
@@ -280,6 +335,6 @@ def run_study(
     return Study([t for part in parts for t in part])
 
 
-def _job(job: tuple[str, Scenario, int, int, int, int]) -> list[CellTally]:
-    name, world, n, r, runs, seed = job
-    return run_cell(name, world, n, r, runs=runs, seed=seed)
+def _job(job: tuple[str, Scenario, int, int, int, int, bool]) -> list[CellTally]:
+    name, world, n, r, runs, seed, reanswer = job
+    return run_cell(name, world, n, r, runs=runs, seed=seed, reanswer=reanswer)

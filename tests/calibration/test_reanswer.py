@@ -1,7 +1,7 @@
 """`--reanswer` in the calibration: extra replicates are paid for the disagreeing cells
 only, through the ledger (a stopped run resumed, or a rerun, pays for no call twice), the
-tables hold every row and the curve reads the guarded ones; refused with the sequential
-design.
+tables hold every row and the curve reads the guarded ones; the sequential design
+re-answers the same cells at its last look.
 
 Against the loopback server with an LLM judge and answers that now and then say the
 context lacks the information (`forget_rate`): some cells' repeats disagree."""
@@ -154,15 +154,36 @@ def test_the_curve_reads_a_guarded_arm_on_its_planned_repeats(
         assert f"{arm} in {task_class} is read on its {REPEATS} planned repeats" in notes
 
 
-def test_reanswer_is_refused_with_the_sequential_design(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_sequential_design_re_answers_the_disagreeing_cells_once_through_the_ledger(
+    tmp_path: Path, server: FakeAnthropic
 ) -> None:
-    with pytest.raises(ValueError, match="reanswer"):
-        config(tmp_path, design="sequential")
-    args = ["calibrate", "--reanswer", "--design", "sequential", "--dry-run"]
-    code = cli_main([*args, "--store", str(tmp_path / "s"), "--reports", str(tmp_path / "r")])
-    assert code != 0
-    assert "--reanswer" in capsys.readouterr().err
+    import pandas as pd
+
+    from tokenlens.calibration.rounds import rounds_stage
+    from tokenlens.decision.reanswer import cells_to_reanswer
+
+    def rounds() -> Any:
+        cal, tasks = open_calibration(config(tmp_path, design="sequential", methods=("prune",)))
+        try:
+            return rounds_stage(cal, tasks, stages.compress_stage(cal, tasks))
+        finally:
+            cal.calls.close()
+
+    done = rounds()
+    grades = pd.DataFrame(done.grades)
+    # 3 tasks a class: no look before the last (3 tasks x 3 repeats) can decide, so every
+    # cell has its full repeats, and those that disagree (only they) are re-answered.
+    cells = cells_to_reanswer(grades, REPEATS, judge="claude-haiku-4-5")
+    assert cells, "the loopback run has no disagreeing cell: the test reads nothing"
+    extra = grades[grades["replicate"] >= REPEATS]
+    assert set(zip(extra["task_class"], extra["task_id"], extra["arm"], strict=True)) == set(cells)
+    assert len(extra) == len(cells) * REANSWER_COUNT  # once each
+    assert f"Re-answered {len(cells)} cells" in " ".join(done.notes)
+    assert len(done.read) <= len(done.grades)
+    paid = ok_calls(server)
+    again = rounds()  # the same calibration again: every re-answer is in the ledger
+    assert ok_calls(server) == paid
+    assert len(again.grades) == len(done.grades)
 
 
 def test_the_dry_run_says_reanswer_pays_nothing_at_one_repeat(

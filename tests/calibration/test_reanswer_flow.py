@@ -20,20 +20,26 @@ from tokenlens.testing import FakeAnthropic
 pytestmark = pytest.mark.slow
 
 
+# The sequential design on 3 tasks a class: no look before the last (3 tasks x 3 repeats)
+# can decide, so it re-answers the same cells as the fixed design.
+@pytest.mark.parametrize("design", ["fixed", "sequential"])
 def test_calibrate_reanswer_pays_the_disagreeing_cells_once(
     prefect_api: str,
     anthropic: FakeAnthropic,
     make_config: Any,
     capsys: pytest.CaptureFixture[str],
+    design: str,
 ) -> None:
     anthropic.configure(forget_rate=0.15)  # answers that now and then miss: repeats disagree
-    config = make_config(judge="llm", repeats=3, max_tasks_per_class=3, concurrency=1)
-    assert cli_main([*cli_args(config), "--reanswer"]) in (0, 4)
+    config = make_config(
+        judge="llm", repeats=3, max_tasks_per_class=3, concurrency=1, design=design
+    )
+    assert cli_main([*cli_args(config), "--reanswer", "--design", design]) in (0, 4)
     out = capsys.readouterr().out
     assert "re-answering adds 3 answers, each judged, for each cell whose repeats disagree" in out
     (run,) = list_runs(config.store)
     folder = Path(config.store) / "runs" / run.run_id
-    assert run.config.get("reanswer") is True
+    assert run.config.get("reanswer") is True and run.config.get("design") == design
     grades = pq.read_table(folder / "grades.parquet").to_pandas()
     cells = cells_to_reanswer(grades, 3, judge="claude-haiku-4-5")
     assert cells, "no disagreeing cell: the test reads nothing"
@@ -50,7 +56,7 @@ def test_calibrate_reanswer_pays_the_disagreeing_cells_once(
     assert f"Re-answered {len(cells)} cells" in report.read_text(encoding="utf-8")
 
     paid = sum(1 for r in anthropic.calls() if r.status == 200)
-    assert cli_main([*cli_args(config), "--reanswer"]) in (0, 4)
+    assert cli_main([*cli_args(config), "--reanswer", "--design", design]) in (0, 4)
     assert sum(1 for r in anthropic.calls() if r.status == 200) == paid  # 0 new calls
     assert "(0 new calls this run)" in capsys.readouterr().out
     again = list_runs(config.store)[-1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -19,9 +19,11 @@ from tokenlens import tables
 from tokenlens.calibration.cells import PairCell
 from tokenlens.calibration.context import Calibration, judge_name_for
 from tokenlens.calibration.stage_compress import measured_arms
-from tokenlens.calibration.stage_pay import pay_stage
+from tokenlens.calibration.stage_pay import Paid, pay_stage
+from tokenlens.calibration.stage_reanswer import read_reanswered
 from tokenlens.decision import Curve
 from tokenlens.decision.planner import calls_for
+from tokenlens.decision.reanswer import REANSWER_COUNT
 from tokenlens.decision.sequential import (
     Cell,
     ClassPlan,
@@ -43,6 +45,10 @@ class RoundsResult:
     asked_pairs: int
     #: Class -> why it cannot go for ✓ (its task pool is below a ✓'s size).
     stops_at_provisional: dict[str, str] = field(default_factory=dict)
+    #: The grades the curve read (`--reanswer`: a guarded arm's re-answers left out; the
+    #: grades table holds every row), and the report's lines on re-answering.
+    read: list[GradeRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def class_plans(
@@ -79,10 +85,15 @@ def rounds_stage(
     deciding = judge_name_for(config, cal.model)
     answers: dict[tuple[str, str, int, int], AnswerRow] = {}
     grades: list[GradeRow] = []
+    # Re-answers are replicates past the planned repeats: paid as the fixed design's are.
+    wider = replace(
+        cal, config=config.model_copy(update={"repeats": config.repeats + REANSWER_COUNT})
+    )
 
     def oracle(cells: Sequence[Cell]) -> pd.DataFrame:
         pairs = [PairCell(c.task_id, c.arm, c.replicate) for c in cells]
-        paid = pay_stage(cal, tasks, compressions, pairs=pairs, write=False)
+        past = any(c.replicate >= config.repeats for c in cells)
+        paid = pay_stage(wider if past else cal, tasks, compressions, pairs=pairs, write=False)
         for row in paid.answers:
             answers[(row["task_id"], row["arm"], row["replicate"], row["sample"])] = row
         graded = paid.grades
@@ -95,6 +106,7 @@ def rounds_stage(
         mode=config.mode,
         max_repeats=config.repeats,
         judge=deciding,
+        reanswer=config.reanswer,
     )
     plans = class_plans(cal, tasks, compressions)
     result = run_sequential(plans, oracle, settings, on_round=on_round)
@@ -105,6 +117,13 @@ def rounds_stage(
     fixed = sum(
         sum(calls_for(len(p.tasks), config.repeats, len(p.arms), llm_judge=llm)) for p in plans
     )
+    read, notes = grades, []
+    if config.reanswer:
+        cells = [(r["task_class"], r["task_id"], r["arm"]) for r in grades]
+        extra = [c for c, r in zip(cells, grades, strict=True) if r["replicate"] >= config.repeats]
+        paid = Paid(list(answers.values()), grades)
+        reanswered = read_reanswered(paid, list(dict.fromkeys(extra)), config.repeats, deciding)
+        read, notes = reanswered.read, reanswered.notes(config.repeats)
     return RoundsResult(
         list(answers.values()),
         grades,
@@ -113,6 +132,8 @@ def rounds_stage(
         fixed,
         result.cells,
         result.stops_at_provisional,
+        read,
+        notes,
     )
 
 

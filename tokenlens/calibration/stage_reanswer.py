@@ -78,15 +78,10 @@ def reanswer_stage(
     deciding = judge_name_for(config, cal.model)
     planned = pd.DataFrame(paid.grades, columns=tables.GRADES.names)
     cells = cells_to_reanswer(planned, repeats, judge=deciding) if len(planned) else []
-    pairs = [
-        PairCell(task_id, arm, replicate)
-        for _, task_id, arm in cells
-        for replicate in range(repeats, repeats + REANSWER_COUNT)
-    ]
-    answers = len({p.baseline for p in pairs} | {p.second for p in pairs})
+    pairs = _extra_pairs(cells, repeats)
     if log is not None:
         log(
-            f"re-answering {len(cells)} cells ({answers} answers) whose repeats disagree "
+            f"re-answering {len(cells)} cells ({_answers(pairs)} answers) whose repeats disagree "
             f"by > {REANSWER_SPREAD:g} points"
         )
     if pairs:
@@ -95,6 +90,28 @@ def reanswer_stage(
         paid = Paid(paid.answers + extra.answers, paid.grades + extra.grades)
     cal.store.write("answers", paid.answers, tables.ANSWERS)
     cal.store.write("grades", paid.grades, tables.GRADES)
+    return read_reanswered(paid, cells, repeats, deciding)
+
+
+def _answers(pairs: list[PairCell]) -> int:
+    """Answers the pairs need: each replicate's cleartext answer and each second answer."""
+    return len({p.baseline for p in pairs} | {p.second for p in pairs})
+
+
+def _extra_pairs(cells: list[Cell], repeats: int) -> list[PairCell]:
+    return [
+        PairCell(task_id, arm, replicate)
+        for _, task_id, arm in cells
+        for replicate in range(repeats, repeats + REANSWER_COUNT)
+    ]
+
+
+def read_reanswered(paid: Paid, cells: list[Cell], repeats: int, deciding: str) -> Reanswered:
+    """What the curve reads of every row paid (`read_with_guard`), and what the report
+    says: the cells re-answered, the answers they needed, the guarded arms among them.
+    The sequential design (`tokenlens.calibration.rounds`) reads its rows the same way."""
+    import pandas as pd
+
     every = pd.DataFrame(paid.grades, columns=tables.GRADES.names)
     read, guarded = read_with_guard(every, repeats, judge=deciding) if len(every) else (every, {})
     reanswered = {(c, a) for c, _, a in cells}
@@ -106,6 +123,6 @@ def reanswer_stage(
         paid,
         [paid.grades[i] for i in read.index],
         cells,
-        answers,
+        _answers(_extra_pairs(cells, repeats)),
         {task_class: arms for task_class, arms in shown.items() if arms},
     )

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import pandas as pd
@@ -46,6 +46,7 @@ from tokenlens.decision.evidence import tasks_for_measured, tasks_for_provisiona
 from tokenlens.decision.grades import Mode
 from tokenlens.decision.ladder import Rung, walk_ladder
 from tokenlens.decision.planner import ASSUMED_SPREAD
+from tokenlens.decision.sequential_reanswer import Reanswers
 from tokenlens.decision.spending import nominal_alphas
 from tokenlens.stats import Spread, t_quantile
 from tokenlens.tables import CURVE
@@ -109,6 +110,7 @@ class SequentialSettings:
     lookahead: int = 2
     judge: str | None = None
     spread: Spread = ASSUMED_SPREAD
+    reanswer: bool = False  # re-answer cells whose full repeats disagree (sequential_reanswer)
 
 
 @dataclass(frozen=True)
@@ -372,6 +374,7 @@ def run_sequential(
     need_measured = tasks_for_measured(settings.tolerance)
     first = settings.first_tasks or max(5, math.ceil(need / 2))
     states: dict[str, _ClassState] = {}
+    redo = Reanswers(settings.max_repeats, settings.judge, on=settings.reanswer)
     for plan in plans:
         points = schedule(len(plan.tasks), need, first, settings.max_repeats, need_measured)
         alphas = look_alphas(points, need, settings.alpha, settings.spread)
@@ -391,16 +394,18 @@ def run_sequential(
             for arm in arms:
                 states[name].looks.setdefault(arm, 0)
         cells = [c for n, arms in work.items() for c in _requests(states[n], arms, asked)]
+        cells += [Cell(*c) for c in redo.take()]
         if cells:
             frames.append(oracle(cells))
             asked.update(cells)
         grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         for name, arms in work.items():
-            mine = grades[grades["task_class"] == name] if len(grades) else grades
+            mine = redo.read(grades[grades["task_class"] == name]) if len(grades) else grades
             if mine.empty:
                 states[name].done = True
-                continue
-            _settle_arms(states[name], arms, mine, settings)
+            # An arm waiting for its re-answers is read when they are in (one look, not two).
+            elif arms := redo.hold_back(name, arms, mine, states[name].last_look):
+                _settle_arms(states[name], arms, mine, settings)
         summary = RoundSummary(
             number,
             len(cells),
@@ -411,7 +416,7 @@ def run_sequential(
         if on_round is not None:
             on_round(summary)
     grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return _finish(grades, states, settings, rounds, len(asked))
+    return replace(_finish(redo.read(grades), states, settings, rounds, len(asked)), grades=grades)
 
 
 def _final_class_table(
