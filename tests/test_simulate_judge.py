@@ -136,7 +136,8 @@ def test_reanswering_pays_more_answers_only_for_cells_whose_repeats_disagree() -
     assert redone and len(redone) < 40 * (1 + len(arms)) / 2
     for (task, arm), cell in planned.groupby(["task_id", "arm"]):
         loud = max(_spread(cell["grade_clear"]), _spread(cell["grade_comp"])) > 20.0
-        assert ((task, arm) in redone) == loud, (task, arm)
+        # never the control: its noise floor reads the planned repeats
+        assert ((task, arm) in redone) == (loud and arm != "control"), (task, arm)
     # each re-answer round pays one cleartext answer and one answer per cell redone
     tasks_redone = {task for task, _ in redone}
     assert grades.attrs["answers"] == plain.attrs["answers"] + 3 * (len(tasks_redone) + len(redone))

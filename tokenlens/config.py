@@ -126,7 +126,7 @@ class CalibrationConfig(BaseModel):
     reanswer: bool = Field(
         False,
         description="after the planned repeats, pay 3 more answers for each task x arm "
-        "(control included) whose repeats' grades disagree by more than 20 points, every "
+        "(never the control) whose repeats' grades disagree by more than 20 points, every "
         "answer counted; an arm whose answers derailed more often than the control's is "
         "read on its planned repeats alone (the sequential design re-answers at each arm's "
         "last look).",

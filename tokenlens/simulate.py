@@ -99,12 +99,12 @@ class Scenario:
     judge_models: int = 1
     judge_stable_share: float = 0.0
     judge_recheck: float = 0.0
-    #: Re-answer where a task's repeats disagree: after the repeats, a cell (task x arm,
-    #: control included) whose grades spread by more than this many points across its
-    #: repeats gets `reanswer_count` more answers, each with a fresh cleartext answer,
+    #: Re-answer where a task's repeats disagree: after the repeats, an arm's cell (task x
+    #: arm; never the control's) whose grades spread by more than this many points across
+    #: its repeats gets `reanswer_count` more answers, each with a fresh cleartext answer,
     #: and every answer counts in the mean. `reanswer_on` "pair" reads both grades of
     #: the cell's pairs, "clear" only its cleartext answers (and the control's second
-    #: answer), and then re-answers every cell of the task.
+    #: answer), and then re-answers every cell of the task (a variant, control included).
     reanswer_spread: float = 0.0
     reanswer_count: int = 3
     reanswer_on: Literal["pair", "clear"] = "pair"
@@ -256,7 +256,7 @@ def simulate_grades(
 
 
 def _disagreeing(s: Scenario, seen: dict[str, list[tuple[float, float]]]) -> list[str]:
-    """The cells of one task to re-answer: those whose repeats' grades spread by more
+    """The cells of one task to re-answer: the arms' whose repeats' grades spread by more
     than `s.reanswer_spread` points (`reanswer_on` "pair"), or every cell when the
     task's cleartext answers do ("clear")."""
 
@@ -268,10 +268,11 @@ def _disagreeing(s: Scenario, seen: dict[str, list[tuple[float, float]]]) -> lis
         loud = any(spread([c for c, _ in pairs]) > limit for pairs in seen.values())
         loud = loud or spread([o for _, o in seen[CONTROL]]) > limit
         return list(seen) if loud else []
-    return [
+    return [  # never the control's cells (`tokenlens.decision.reanswer.cells_to_reanswer`)
         key
         for key, pairs in seen.items()
-        if spread([c for c, _ in pairs]) > limit or spread([o for _, o in pairs]) > limit
+        if key != CONTROL
+        and (spread([c for c, _ in pairs]) > limit or spread([o for _, o in pairs]) > limit)
     ]
 
 

@@ -53,16 +53,21 @@ def test_only_cells_whose_repeats_disagree_on_either_side_are_reanswered() -> No
         row("t2", "safe", 0, 80.0, 80.0),
         row("t2", "safe", 1, 80.0, 50.0),
         row("t2", "safe", 2, 80.0, 79.0),
-        # the control's cleartext side spreads 25 points; its second answers agree
+        # the cleartext side spreads 25 points; the compressed answers agree
+        row("t4", "safe", 0, 90.0, 80.0),
+        row("t4", "safe", 1, 65.0, 80.0),
+        row("t4", "safe", 2, 85.0, 80.0),
+        # the control spreads as much, but is never re-answered: its floor reads the
+        # planned repeats
         row("t2", "control", 0, 90.0, 80.0),
         row("t2", "control", 1, 65.0, 80.0),
-        row("t2", "control", 2, 85.0, 80.0),
+        row("t2", "control", 2, 85.0, 50.0),
         # exactly 20 points is not "more than 20"
         row("t3", "safe", 0, 80.0, 60.0),
         row("t3", "safe", 1, 80.0, 80.0),
         row("t3", "safe", 2, 80.0, 70.0),
     ]
-    assert cells_to_reanswer(frame(rows), 3) == [("qa", "t2", "safe"), ("qa", "t2", "control")]
+    assert cells_to_reanswer(frame(rows), 3) == [("qa", "t2", "safe"), ("qa", "t4", "safe")]
 
 
 def test_reanswering_reads_the_deciding_judge_first_judgements_of_planned_repeats() -> None:

@@ -22,7 +22,7 @@ agreeing readings, which fresh answers dilute. The cell-mean variance falls from
 (R^2 v + K typical) / (R + K)^2; summed over the picked cells, as a share of the arm's
 within-task term, it shrinks the plan's within spread. It errs low where a derail is
 smaller than those thresholds (counted as chance) and with 2 repeats (no median apart
-from the mean), and it leaves out the narrower control floor re-answering also buys.
+from the mean).
 Figures against the simulation: bench/bench_plan_power.py --reanswer.
 """
 
@@ -57,7 +57,7 @@ class ReanswerMeasure:
 
     repeats: int  # the run's planned repeats (the most common replicates per cell)
     tasks: int
-    cells: int  # task x arm cells, control included
+    cells: int  # task x arm cells, control included (it is never re-answered)
     cells_redone: int  # cells `cells_to_reanswer` picks at `repeats`
     tasks_redone: int  # tasks with at least one such cell (each pays fresh cleartext)
     #: Per arm: the share of its within-task variance term re-answering removes.
