@@ -2,9 +2,10 @@
 
 After the planned answers are judged, every arm's cell (task x arm; never the control's,
 whose noise floor reads the planned repeats) whose repeats disagree
-(`tokenlens.decision.reanswer.cells_to_reanswer`) gets `REANSWER_COUNT` more replicates, each with its own fresh cleartext answer, paid through the same
-ledger-backed `pay_stage` as the planned ones: a new replicate is a new sample seed, so a
-new ledger key, and a killed or repeated run finds every re-answer it paid in the ledger.
+(`tokenlens.decision.reanswer.cells_to_reanswer`) gets `REANSWER_COUNT` more replicates,
+each with its own fresh cleartext answer, paid through the same ledger-backed `pay_stage`
+as the planned ones: a new replicate is a new sample seed, so a new ledger key, and a
+killed or repeated run finds every re-answer it paid in the ledger.
 The answers and grades tables hold every row; the curve is read from
 `read_with_guard`'s rows (an arm whose compressed answers derailed more often than the
 control's is read on its planned repeats alone), and the report says which.
