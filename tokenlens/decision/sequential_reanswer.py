@@ -2,8 +2,8 @@
 
 The fixed design re-answers after all its planned repeats are judged
 (`tokenlens.calibration.stage_reanswer`); the sequential loop does the same per arm, at
-the arm's last look — the only look where its cells (and the control's) hold all
-`max_repeats` planned repeats. There the cells whose repeats disagree
+the arm's last look — the only look where its cells hold all `max_repeats` planned
+repeats (the control is never re-answered). There the cells whose repeats disagree
 (`tokenlens.decision.reanswer.cells_to_reanswer`) are asked for `REANSWER_COUNT` more
 replicates in the next round, once, and the arm is read only when they are in: its last
 look reads the planned repeats and the re-answers together, so re-answering adds no look
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tokenlens.compress.arms import CONTROL
 from tokenlens.decision.reanswer import REANSWER_COUNT, cells_to_reanswer, read_with_guard
 
 #: (task class, arm, task id, replicate): the fields of `sequential.Cell`, in its order.
@@ -39,11 +38,11 @@ class Reanswers:
     waiting: list[ExtraCell] = field(default_factory=list)
 
     def hold(self, task_class: str, grades: pd.DataFrame, last: Sequence[str]) -> set[str]:
-        """Queue the disagreeing cells of the arms at their last look (`last`) and of the
-        control; return the arms that must wait for them before they are read."""
+        """Queue the disagreeing cells of the arms at their last look (`last`); return the
+        arms that must wait for them before they are read."""
         if not self.on or not last or grades.empty:
             return set()
-        mine = grades[grades["arm"].isin([*last, CONTROL])]
+        mine = grades[grades["arm"].isin(last)]
         new = [
             cell
             for cell in cells_to_reanswer(mine, self.repeats, judge=self.judge)
@@ -55,8 +54,7 @@ class Reanswers:
             for c, t, a in new
             for r in range(self.repeats, self.repeats + REANSWER_COUNT)
         )
-        arms = {a for _, _, a in new}
-        return set(last) if CONTROL in arms else arms & set(last)
+        return {a for _, _, a in new} & set(last)
 
     def hold_back(
         self,
