@@ -29,6 +29,10 @@ The loop is a pure function of an **oracle**: something that returns graded pair
 `tables.GRADES`) for the cells it is asked for. The flow's oracle samples and judges
 through the call ledger (so a resumed run never pays twice); the simulation's oracle
 draws from a synthetic world. The same code decides in both.
+
+Near 500 lines on purpose: a class's state (`_ClassState`) and the rounds that read and
+grow it are one loop, read top-down; what stands alone lives beside it (error spending in
+`spending`, re-answering in `sequential_reanswer`).
 """
 
 from __future__ import annotations
