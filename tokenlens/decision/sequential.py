@@ -419,6 +419,9 @@ def run_sequential(
         rounds.append(summary)
         if on_round is not None:
             on_round(summary)
+    if tail := [Cell(*c) for c in redo.take()]:  # queued as its class ended: read at the end
+        frames.append(oracle(tail))
+        asked.update(tail)
     grades = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return replace(_finish(redo.read(grades), states, settings, rounds, len(asked)), grades=grades)
 
