@@ -56,8 +56,8 @@ PRICED_PROMPT_TOKENS = 1000
 PRICED_MODEL = "claude-haiku-4-5"
 #: Gap (points of comp - clear) between a pair's two readings that buys two more.
 RECHECK_GAP = 10.0
-#: `REANSWER_SPREAD` (a cell's repeats' spread that buys `Lever.reanswer_count` more
-#: answers) and `DERAIL_GUARD` are the product's (`tokenlens.decision.reanswer`).
+# `REANSWER_SPREAD` (a cell's repeats' spread that buys `Lever.reanswer_count` more
+# answers) and `DERAIL_GUARD` are the product's (`tokenlens.decision.reanswer`).
 
 
 #: The true retentions the ceiling is read at: the edge arm, then the good arms.

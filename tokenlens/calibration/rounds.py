@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -20,10 +20,9 @@ from tokenlens.calibration.cells import PairCell
 from tokenlens.calibration.context import Calibration, judge_name_for
 from tokenlens.calibration.stage_compress import measured_arms
 from tokenlens.calibration.stage_pay import Paid, pay_stage
-from tokenlens.calibration.stage_reanswer import read_reanswered
+from tokenlens.calibration.stage_reanswer import read_reanswered, widened
 from tokenlens.decision import Curve
 from tokenlens.decision.planner import calls_for
-from tokenlens.decision.reanswer import REANSWER_COUNT
 from tokenlens.decision.sequential import (
     Cell,
     ClassPlan,
@@ -85,10 +84,7 @@ def rounds_stage(
     deciding = judge_name_for(config, cal.model)
     answers: dict[tuple[str, str, int, int], AnswerRow] = {}
     grades: list[GradeRow] = []
-    # Re-answers are replicates past the planned repeats: paid as the fixed design's are.
-    wider = replace(
-        cal, config=config.model_copy(update={"repeats": config.repeats + REANSWER_COUNT})
-    )
+    wider = widened(cal)  # re-answers are replicates past the planned repeats
 
     def oracle(cells: Sequence[Cell]) -> pd.DataFrame:
         pairs = [PairCell(c.task_id, c.arm, c.replicate) for c in cells]
@@ -119,8 +115,11 @@ def rounds_stage(
     )
     read, notes = grades, []
     if config.reanswer:
-        cells = [(r["task_class"], r["task_id"], r["arm"]) for r in grades]
-        extra = [c for c, r in zip(cells, grades, strict=True) if r["replicate"] >= config.repeats]
+        extra = [
+            (r["task_class"], r["task_id"], r["arm"])
+            for r in grades
+            if r["replicate"] >= config.repeats
+        ]
         paid = Paid(list(answers.values()), grades)
         reanswered = read_reanswered(paid, list(dict.fromkeys(extra)), config.repeats, deciding)
         read, notes = reanswered.read, reanswered.notes(config.repeats)

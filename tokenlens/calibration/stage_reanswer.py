@@ -86,12 +86,18 @@ def reanswer_stage(
             f"by > {REANSWER_SPREAD:g} points"
         )
     if pairs:
-        wider = replace(cal, config=config.model_copy(update={"repeats": repeats + REANSWER_COUNT}))
-        extra = pay_stage(wider, tasks, compressions, pairs=pairs, write=False)
+        extra = pay_stage(widened(cal), tasks, compressions, pairs=pairs, write=False)
         paid = Paid(paid.answers + extra.answers, paid.grades + extra.grades)
     cal.store.write("answers", paid.answers, tables.ANSWERS)
     cal.store.write("grades", paid.grades, tables.GRADES)
     return read_reanswered(paid, cells, repeats, deciding)
+
+
+def widened(cal: Calibration) -> Calibration:
+    """`cal` with room for the re-answered replicates (past the planned repeats), which
+    `pay_stage` pays like planned ones (the sequential design's oracle uses it too)."""
+    repeats = cal.config.repeats + REANSWER_COUNT
+    return replace(cal, config=cal.config.model_copy(update={"repeats": repeats}))
 
 
 def _answers(pairs: list[PairCell]) -> int:

@@ -111,7 +111,7 @@ def load_inputs(
         task_rows = []
     for row in task_rows:
         tokens.setdefault(row["task_class"], []).append(int(row["tokens"]))
-    samples, reanswer = _samples(run_dir, curve)
+    samples, reanswer = _read_grades(run_dir, curve)
     return PlanInputs(
         run,
         tolerance or (policy.tolerance if policy else None),
@@ -125,7 +125,7 @@ def load_inputs(
     )
 
 
-def _samples(
+def _read_grades(
     run_dir: Any, curve: list[CurveRow]
 ) -> tuple[dict[tuple[str, str], TaskSample], dict[str, ReanswerMeasure] | None]:
     """The run's per-task retentions and its re-answer step per class, read with the

@@ -408,7 +408,7 @@ def run_sequential(
             if mine.empty:
                 states[name].done = True
             # An arm waiting for its re-answers is read when they are in (one look, not two).
-            elif arms := redo.hold_back(name, arms, mine, states[name].last_look):
+            elif arms := redo.hold_back(arms, mine, states[name].last_look):
                 _settle_arms(states[name], arms, mine, settings)
         summary = RoundSummary(
             number,

@@ -37,15 +37,19 @@ class Reanswers:
     queued: set[tuple[str, str, str]] = field(default_factory=set)
     waiting: list[ExtraCell] = field(default_factory=list)
 
-    def hold(self, task_class: str, grades: pd.DataFrame, last: Sequence[str]) -> set[str]:
-        """Queue the disagreeing cells of the arms at their last look (`last`); return the
-        arms that must wait for them before they are read."""
+    def hold_back(
+        self, arms: Sequence[str], grades: pd.DataFrame, last_look: Callable[[str], bool]
+    ) -> list[str]:
+        """The arms to read this round. The disagreeing cells of the arms at their last
+        look are queued for re-answering (each cell once), and those arms wait for them."""
+        last = [a for a in arms if last_look(a)]
         if not self.on or not last or grades.empty:
-            return set()
-        mine = grades[grades["arm"].isin(last)]
+            return list(arms)
         new = [
             cell
-            for cell in cells_to_reanswer(mine, self.repeats, judge=self.judge)
+            for cell in cells_to_reanswer(
+                grades[grades["arm"].isin(last)], self.repeats, judge=self.judge
+            )
             if cell not in self.queued
         ]
         self.queued.update(new)
@@ -54,18 +58,8 @@ class Reanswers:
             for c, t, a in new
             for r in range(self.repeats, self.repeats + REANSWER_COUNT)
         )
-        return {a for _, _, a in new} & set(last)
-
-    def hold_back(
-        self,
-        task_class: str,
-        arms: Sequence[str],
-        grades: pd.DataFrame,
-        last_look: Callable[[str], bool],
-    ) -> list[str]:
-        """The arms to read this round: not those whose last look waits for re-answers."""
-        hold = self.hold(task_class, grades, [a for a in arms if last_look(a)])
-        return [a for a in arms if a not in hold]
+        waiting = {a for _, _, a in new}
+        return [a for a in arms if a not in waiting]
 
     def take(self) -> list[ExtraCell]:
         """The re-answers to ask in this round (each only once)."""
